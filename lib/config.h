@@ -1,0 +1,20 @@
+/* The one table of environment settings (config.c): name, NCCL alias, default,
+ * help.  Values are read once, at first use. */
+#ifndef MPCCL_CONFIG_H
+#define MPCCL_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* The value of MPCCL_<name> (or its NCCL_ alias, or the default); name is given
+ * without the prefix, e.g. mpccl_config_str("ALGO").  NULL when unset and the
+ * default is empty.  Aborts loudly on a name missing from the table (a bug). */
+const char *mpccl_config_str(const char *name);
+/* Integer settings accept k/m/g suffixes (binary).  An unparsable value gets a
+ * warning and the default. */
+int64_t mpccl_config_int(const char *name);
+
+/* Prints the table with current values (mpccl_info, mpccl-perf -h). */
+void mpccl_config_print(FILE *out);
+
+#endif
