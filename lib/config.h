@@ -17,4 +17,7 @@ int64_t mpccl_config_int(const char *name);
 /* Prints the table with current values (mpccl_info, mpccl-perf -h). */
 void mpccl_config_print(FILE *out);
 
+/* Warns once about MPCCL_* variables that are not in the table. */
+void mpccl_config_check_environment(void);
+
 #endif

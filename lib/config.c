@@ -1,0 +1,185 @@
+/* The one table of environment settings.  Each entry: name (after MPCCL_), the
+ * NCCL_ variable that means the same (or NULL), default, help.  Values are read
+ * once; unknown MPCCL_ variables get a warning naming the nearest known one. */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+
+typedef struct {
+    const char *name;
+    const char *nccl_alias;
+    const char *dflt;
+    const char *help;
+    const char *value; /* resolved once */
+    const char *source; /* which variable it came from, or "default" */
+} mpccl_setting_t;
+
+static mpccl_setting_t settings[] = {
+    {"DEBUG", "NCCL_DEBUG", "WARN", "log level: NONE, VERSION, WARN, INFO or TRACE", NULL, NULL},
+    {"DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS", "ALL",
+     "subsystems logged: INIT,COLL,P2P,NET,SHIM,TUNE,BOOT or ALL; ^ excludes", NULL, NULL},
+    {"DEBUG_FILE", "NCCL_DEBUG_FILE", "", "log file instead of stderr; %h = host, %p = pid", NULL, NULL},
+    {"HOSTID", "NCCL_HOSTID", "",
+     "overrides the host identity that groups ranks into nodes (tests: simulate nodes)", NULL, NULL},
+    {"ALGO", "NCCL_ALGO", "",
+     "forces algorithms: ring, rd, tree, direct, hier; per collective 'allreduce:ring'; ^ excludes",
+     NULL, NULL},
+    {"CHUNK_BYTES", NULL, "512K", "pipelining chunk of ring/chain algorithms", NULL, NULL},
+    {"SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",
+     "network interfaces for the unique-id bootstrap (prefixes, ^ excludes, = exact)", NULL, NULL},
+    {"COMM_ID", "NCCL_COMM_ID", "", "host:port of the unique-id root (rank 0 listens there)", NULL,
+     NULL},
+    {"BOOTSTRAP_TIMEOUT", NULL, "120", "seconds a bootstrap waits for peers before failing", NULL,
+     NULL},
+    {"UCX_CLOSE_TIMEOUT", NULL, "2000", "milliseconds ncclCommDestroy waits for UCX to flush", NULL,
+     NULL},
+    {"OP_TIMEOUT", NULL, "0",
+     "seconds a host collective may wait for peers before failing with ncclRemoteError (0: forever)",
+     NULL, NULL},
+};
+
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), prev[64], cur[64];
+    if (la >= 63 || lb >= 63) return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof(size_t));
+    }
+    return prev[lb];
+}
+
+extern char **environ;
+
+static void warn_unknown_variables(void)
+{
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "MPCCL_", 6) != 0) continue;
+        const char *name = *e + 6, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        char key[64];
+        if (len >= sizeof(key)) len = sizeof(key) - 1;
+        memcpy(key, name, len);
+        key[len] = '\0';
+        /* Test programs and tools keep their own MPCCL_TEST_* / MPCCL_PERF_* knobs. */
+        if (!strncmp(key, "TEST_", 5) || !strncmp(key, "PERF_", 5)) continue;
+        size_t best = (size_t)-1;
+        const char *nearest = NULL;
+        int known = 0;
+        for (size_t i = 0; i < NSETTINGS; i++) {
+            if (!strcmp(key, settings[i].name)) known = 1;
+            size_t d = edit_distance(key, settings[i].name);
+            if (d < best) best = d, nearest = settings[i].name;
+        }
+        if (!known)
+            MPCCL_WARN(MPCCL_SUB_INIT, "unknown environment variable MPCCL_%s ignored%s%s", key,
+                       nearest ? "; did you mean MPCCL_" : "", nearest ? nearest : "");
+    }
+}
+
+static void resolve_settings(void)
+{
+    char var[80];
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        snprintf(var, sizeof(var), "MPCCL_%s", settings[i].name);
+        const char *v = getenv(var);
+        settings[i].source = "MPCCL_";
+        if (v == NULL && settings[i].nccl_alias) {
+            v = getenv(settings[i].nccl_alias);
+            settings[i].source = settings[i].nccl_alias;
+        }
+        if (v == NULL) {
+            v = settings[i].dflt;
+            settings[i].source = "default";
+        }
+        settings[i].value = v;
+    }
+}
+
+static void init_settings(void)
+{
+    resolve_settings();
+}
+
+static mpccl_setting_t *find_setting(const char *name)
+{
+    pthread_once(&settings_once, init_settings);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (!strcmp(settings[i].name, name)) return &settings[i];
+    fprintf(stderr, "mpccl: internal error: setting MPCCL_%s is not in the table (lib/config.c)\n",
+            name);
+    abort();
+}
+
+const char *mpccl_config_str(const char *name)
+{
+    const char *v = find_setting(name)->value;
+    return (v && *v) ? v : NULL;
+}
+
+/* Parses "123", "4k", "2M", "1g" (binary multiples); returns -1 when malformed. */
+static int parse_int(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || end == s) return -1;
+    while (isspace((unsigned char)*end)) end++;
+    switch (tolower((unsigned char)*end)) {
+    case 'k': v <<= 10; end++; break;
+    case 'm': v <<= 20; end++; break;
+    case 'g': v <<= 30; end++; break;
+    default: break;
+    }
+    if (*end == 'b' || *end == 'B') end++;
+    if (*end != '\0') return -1;
+    *out = v;
+    return 0;
+}
+
+int64_t mpccl_config_int(const char *name)
+{
+    mpccl_setting_t *s = find_setting(name);
+    int64_t v = 0;
+    if (s->value && *s->value && parse_int(s->value, &v) == 0) return v;
+    if (s->value && *s->value && strcmp(s->source, "default") != 0)
+        MPCCL_WARN(MPCCL_SUB_INIT, "%s%s=%s is not an integer (k/m/g suffixes allowed); using %s",
+                   strcmp(s->source, "MPCCL_") ? "" : "MPCCL_",
+                   strcmp(s->source, "MPCCL_") ? s->source : s->name, s->value, s->dflt);
+    if (parse_int(s->dflt, &v) != 0) v = 0;
+    return v;
+}
+
+void mpccl_config_check_environment(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, warn_unknown_variables);
+}
+
+void mpccl_config_print(FILE *out)
+{
+    pthread_once(&settings_once, init_settings);
+    fprintf(out, "%-26s %-20s %-10s %s\n", "variable", "value", "from", "meaning");
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        char var[80];
+        snprintf(var, sizeof(var), "MPCCL_%s", settings[i].name);
+        fprintf(out, "%-26s %-20s %-10s %s%s%s%s\n", var, *settings[i].value ? settings[i].value : "(unset)",
+                settings[i].source, settings[i].help, settings[i].nccl_alias ? " [alias " : "",
+                settings[i].nccl_alias ? settings[i].nccl_alias : "", settings[i].nccl_alias ? "]" : "");
+    }
+}
