@@ -4,7 +4,7 @@
 #ifndef MPCCL_EXEC_H
 #define MPCCL_EXEC_H
 
-#include "sched.h"
+#include "schedule.h"
 #include "transport.h"
 
 typedef struct mpccl_task {

@@ -3,7 +3,7 @@
 #ifndef MPCCL_PLAN_H
 #define MPCCL_PLAN_H
 
-#include "sched.h"
+#include "schedule.h"
 
 typedef enum {
     MPCCL_COLL_ALLREDUCE = 0,

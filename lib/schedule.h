@@ -2,8 +2,8 @@
  * recv, reduce, copy on element ranges, with dependencies.  Produced by the
  * planner (plan.c, algo_*.c), run by an executor (exec_host.c today; a CUDA
  * executor later) or by the simulated executor in the tests. */
-#ifndef MPCCL_SCHED_H
-#define MPCCL_SCHED_H
+#ifndef MPCCL_SCHEDULE_H
+#define MPCCL_SCHEDULE_H
 
 #include <stddef.h>
 #include <stdint.h>
