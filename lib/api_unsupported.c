@@ -1,0 +1,151 @@
+/* The NCCL 2.29 entry points whose capability arrives in a later release of
+ * mpccl.  They exist (with their pnccl twins) so that applications built
+ * against NVIDIA's 2.29 header load and link against libmpccl; each call fails
+ * with ncclInvalidUsage and a last-error message that names what is missing.
+ * They neither read their arguments nor write outputs: a caller that checks the
+ * result sees no half-done state.  doc/UNSUPPORTED.md lists them; move a
+ * function out of this file when its capability lands. */
+#include "api.h"
+
+/* Ignoring every argument is the point of these functions. */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+#define MPCCL_NEEDS_REGISTRATION "buffer registration arrives with the registration/window release (issue 6)"
+#define MPCCL_NEEDS_WINDOWS "windows and one-sided operations arrive with the registration/window release (issue 6)"
+#define MPCCL_NEEDS_DEVICE_API "the device API (nccl_device.h) follows the window release (issue 6)"
+#define MPCCL_NEEDS_GPU_MEM "GPU memory allocation arrives with the GPU data path (issue 3)"
+#define MPCCL_NEEDS_SUSPEND "releasing and restoring a communicator's GPU memory follows the GPU data path (issue 3)"
+#define MPCCL_NEEDS_FAULT "revoke, shrink and grow arrive with fault handling"
+#define MPCCL_NEEDS_SIMULATION "group simulation needs the planner's cost estimates to be exposed"
+
+/* ---- Memory for registration and windows ---------------------------------- */
+
+MPCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
+{
+    return mpccl_api_unsupported("ncclMemAlloc", MPCCL_NEEDS_GPU_MEM);
+}
+
+MPCCL_API(ncclResult_t, ncclMemFree, void *ptr)
+{
+    return mpccl_api_unsupported("ncclMemFree", MPCCL_NEEDS_GPU_MEM);
+}
+
+/* ---- Fault handling and elasticity ----------------------------------------- */
+
+MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
+{
+    return mpccl_api_unsupported("ncclCommRevoke", MPCCL_NEEDS_FAULT);
+}
+
+MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
+          int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+    return mpccl_api_unsupported("ncclCommShrink", MPCCL_NEEDS_FAULT);
+}
+
+MPCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+    return mpccl_api_unsupported("ncclCommGetUniqueId", MPCCL_NEEDS_FAULT);
+}
+
+MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId,
+          int rank, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    return mpccl_api_unsupported("ncclCommGrow", MPCCL_NEEDS_FAULT);
+}
+
+/* ---- Suspend/resume and memory statistics ----------------------------------- */
+
+MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)
+{
+    return mpccl_api_unsupported("ncclCommSuspend", MPCCL_NEEDS_SUSPEND);
+}
+
+MPCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm)
+{
+    return mpccl_api_unsupported("ncclCommResume", MPCCL_NEEDS_SUSPEND);
+}
+
+MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
+{
+    return mpccl_api_unsupported("ncclCommMemStats", MPCCL_NEEDS_SUSPEND);
+}
+
+/* ---- Registration, windows, one-sided operations ------------------------------ */
+
+MPCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size,
+          void **handle)
+{
+    return mpccl_api_unsupported("ncclCommRegister", MPCCL_NEEDS_REGISTRATION);
+}
+
+MPCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle)
+{
+    return mpccl_api_unsupported("ncclCommDeregister", MPCCL_NEEDS_REGISTRATION);
+}
+
+MPCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
+          ncclWindow_t *win, int winFlags)
+{
+    return mpccl_api_unsupported("ncclCommWindowRegister", MPCCL_NEEDS_WINDOWS);
+}
+
+MPCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
+{
+    return mpccl_api_unsupported("ncclCommWindowDeregister", MPCCL_NEEDS_WINDOWS);
+}
+
+MPCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void **outUserPtr)
+{
+    return mpccl_api_unsupported("ncclWinGetUserPtr", MPCCL_NEEDS_WINDOWS);
+}
+
+MPCCL_API(ncclResult_t, ncclPutSignal, const void *localbuff, size_t count, ncclDataType_t datatype,
+          int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+          unsigned int flags, ncclComm_t comm, cudaStream_t stream)
+{
+    return mpccl_api_unsupported("ncclPutSignal", MPCCL_NEEDS_WINDOWS);
+}
+
+MPCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags,
+          ncclComm_t comm, cudaStream_t stream)
+{
+    return mpccl_api_unsupported("ncclSignal", MPCCL_NEEDS_WINDOWS);
+}
+
+MPCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t *signalDescs,
+          ncclComm_t comm, cudaStream_t stream)
+{
+    return mpccl_api_unsupported("ncclWaitSignal", MPCCL_NEEDS_WINDOWS);
+}
+
+/* ---- Device API host side ------------------------------------------------------ */
+
+MPCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t *props)
+{
+    return mpccl_api_unsupported("ncclCommQueryProperties", MPCCL_NEEDS_DEVICE_API);
+}
+
+/* The device communicator types are NVIDIA's nccl_device.h types; only
+ * pointers cross this boundary, so incomplete declarations give the same ABI
+ * until mpccl's nccl_device.h defines them. */
+struct ncclDevComm;
+struct ncclDevCommRequirements;
+
+MPCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm,
+          const struct ncclDevCommRequirements *reqs, struct ncclDevComm *outDevComm)
+{
+    return mpccl_api_unsupported("ncclDevCommCreate", MPCCL_NEEDS_DEVICE_API);
+}
+
+MPCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const struct ncclDevComm *devComm)
+{
+    return mpccl_api_unsupported("ncclDevCommDestroy", MPCCL_NEEDS_DEVICE_API);
+}
+
+/* ---- Groups ------------------------------------------------------------------------ */
+
+MPCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
+{
+    return mpccl_api_unsupported("ncclGroupSimulateEnd", MPCCL_NEEDS_SIMULATION);
+}
