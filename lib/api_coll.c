@@ -1,0 +1,83 @@
+/* Collectives, point-to-point and groups: each fills one launch. */
+#include "api.h"
+#include "enqueue.h"
+#include "group.h"
+
+#define LAUNCH(fn, coll, s, r, n, dt, op, root) \
+    mpccl_result(mpccl_launch(fn, coll, s, r, n, dt, op, root, comm, stream))
+
+MPCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclAllReduce", MPCCL_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0);
+}
+
+MPCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclBroadcast", MPCCL_COLL_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root);
+}
+
+MPCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+          cudaStream_t stream)
+{
+    return LAUNCH("ncclBcast", MPCCL_COLL_BROADCAST, buff, buff, count, datatype, ncclSum, root);
+}
+
+MPCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclReduce", MPCCL_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root);
+}
+
+MPCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
+          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclAllGather", MPCCL_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0);
+}
+
+MPCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
+          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclReduceScatter", MPCCL_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0);
+}
+
+MPCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclAlltoAll", MPCCL_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0);
+}
+
+MPCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclGather", MPCCL_COLL_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root);
+}
+
+MPCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+          int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclScatter", MPCCL_COLL_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root);
+}
+
+MPCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+          ncclComm_t comm, cudaStream_t stream)
+{
+    return LAUNCH("ncclSend", MPCCL_COLL_SEND, sendbuff, NULL, count, datatype, ncclSum, peer);
+}
+
+MPCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+          cudaStream_t stream)
+{
+    return LAUNCH("ncclRecv", MPCCL_COLL_RECV, NULL, recvbuff, count, datatype, ncclSum, peer);
+}
+
+MPCCL_API(ncclResult_t, ncclGroupStart, void)
+{
+    return mpccl_result(mpccl_group_start());
+}
+
+MPCCL_API(ncclResult_t, ncclGroupEnd, void)
+{
+    return mpccl_result(mpccl_group_end());
+}

@@ -1,0 +1,441 @@
+/* Communicator lifecycle and queries: init (unique id, in process, out of band),
+ * split, finalize, destroy, abort, custom reduction ops. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "argcheck.h"
+#include "comm.h"
+#include "group.h"
+#include "log.h"
+#include "mpccl.h"
+
+/* What a deferred init needs; freed by the init function. */
+typedef struct init_job {
+    ncclComm_t comm;
+    ncclComm_t *user_slot; /* set to NULL if the init fails */
+    ncclConfig_t config;
+    int rank, nranks;
+    ncclUniqueId id;                 /* unique id inits */
+    mpccl_inproc_group_t *inproc;    /* ncclCommInitAll */
+    const mpcclOobOps_t *oob;        /* mpcclCommInitOob */
+    void *oob_ctx;
+    ncclComm_t parent;               /* ncclCommSplit */
+    int color, key;
+} init_job_t;
+
+/* Finishes an init: on failure the communicator is released and the user's
+ * handle cleared, as a failed blocking init in NCCL leaves nothing to destroy. */
+static mpccl_status_t finish_init(init_job_t *job, mpccl_bootstrap_t *bs, mpccl_status_t st)
+{
+    /* A bootstrap that failed to form has released itself; one that formed now
+     * belongs to the communicator, which releases it on failure. */
+    if (st == MPCCL_OK) st = mpccl_comm_setup(job->comm, bs, &job->config);
+    if (st != MPCCL_OK) {
+        job->comm->state = MPCCL_COMM_FAILED;
+        mpccl_comm_release(job->comm, 1);
+        if (job->user_slot) *job->user_slot = NULL;
+    }
+    free(job);
+    return st;
+}
+
+static mpccl_status_t init_from_unique_id(void *arg)
+{
+    init_job_t *job = arg;
+    mpccl_bootstrap_t bs = {0};
+    mpccl_log_set_rank(job->rank);
+    mpccl_status_t st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
+    return finish_init(job, &bs, st);
+}
+
+static mpccl_status_t init_in_process(void *arg)
+{
+    init_job_t *job = arg;
+    mpccl_bootstrap_t bs = {0};
+    mpccl_log_set_rank(job->rank);
+    mpccl_status_t st = mpccl_inproc_bootstrap_create(job->inproc, job->rank, &bs);
+    return finish_init(job, &bs, st);
+}
+
+static mpccl_status_t init_out_of_band(void *arg)
+{
+    init_job_t *job = arg;
+    mpccl_bootstrap_t bs = {0};
+    mpccl_log_set_rank(job->rank);
+    mpccl_status_t st = mpccl_oob_bootstrap_create(job->oob, job->oob_ctx, job->rank, job->nranks, &bs);
+    if (st != MPCCL_OK && job->oob->release) job->oob->release(job->oob_ctx);
+    return finish_init(job, &bs, st);
+}
+
+static init_job_t *new_job(ncclComm_t *slot, const ncclConfig_t *config, int rank, int nranks)
+{
+    init_job_t *job = calloc(1, sizeof(*job));
+    if (!job) return NULL;
+    job->comm = mpccl_comm_alloc();
+    if (!job->comm) {
+        free(job);
+        return NULL;
+    }
+    job->user_slot = slot;
+    job->config = *config;
+    job->rank = rank;
+    job->nranks = nranks;
+    *slot = job->comm;
+    return job;
+}
+
+static mpccl_status_t check_init_args(const char *fn, ncclComm_t *comm, int nranks, int rank)
+{
+    MPCCL_CHECK(mpccl_check_ptr(fn, "comm", comm));
+    if (nranks < 1) return mpccl_fail(MPCCL_ERR_ARG, "%s: argument nranks = %d, expected >= 1", fn, nranks);
+    if (rank < 0 || rank >= nranks)
+        return mpccl_fail(MPCCL_ERR_ARG, "%s: argument rank = %d, expected a rank in [0, %d)", fn, rank, nranks);
+    return MPCCL_OK;
+}
+
+static mpccl_status_t check_unique_id(const char *fn, const ncclUniqueId *id)
+{
+    static const ncclUniqueId zero;
+    if (memcmp(id, &zero, sizeof(zero)) == 0)
+        return mpccl_fail(MPCCL_ERR_ARG,
+                          "%s: argument commId is all zeros: it was never filled by ncclGetUniqueId (or not "
+                          "broadcast to this rank)",
+                          fn);
+    return MPCCL_OK;
+}
+
+static mpccl_status_t init_rank_config(const char *fn, ncclComm_t *comm, int nranks, const ncclUniqueId *id,
+                                       int rank, ncclConfig_t *config)
+{
+    ncclConfig_t cfg;
+    if (comm) *comm = NULL;
+    MPCCL_CHECK(check_init_args(fn, comm, nranks, rank));
+    MPCCL_CHECK(check_unique_id(fn, id));
+    MPCCL_CHECK(mpccl_config_normalize(config, &cfg, fn));
+    init_job_t *job = new_job(comm, &cfg, rank, nranks);
+    if (!job) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    job->id = *id;
+    return mpccl_group_defer_init(init_from_unique_id, job);
+}
+
+MPCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId)
+{
+    if (uniqueId == NULL)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "ncclGetUniqueId: argument uniqueId is NULL"));
+    return mpccl_result(mpccl_socket_get_unique_id(uniqueId->internal));
+}
+
+MPCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+    return mpccl_result(init_rank_config("ncclCommInitRank", comm, nranks, &commId, rank, NULL));
+}
+
+MPCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+          ncclConfig_t *config)
+{
+    return mpccl_result(init_rank_config("ncclCommInitRankConfig", comm, nranks, &commId, rank, config));
+}
+
+MPCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank, int nId,
+          ncclUniqueId *commIds, ncclConfig_t *config)
+{
+    const char *fn = "ncclCommInitRankScalable";
+    if (nId < 1)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument nId = %d, expected >= 1", fn, nId));
+    mpccl_status_t st = mpccl_check_ptr(fn, "commIds", commIds);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    /* One root serves every rank here: the bootstrap's root only exchanges
+     * addresses, so it is not the bottleneck NCCL spreads over several ids. */
+    return mpccl_result(init_rank_config(fn, newcomm, nranks, &commIds[0], myrank, config));
+}
+
+MPCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *devlist)
+{
+    const char *fn = "ncclCommInitAll";
+    mpccl_status_t st = mpccl_check_ptr(fn, "comms", comms);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    if (ndev < 1) return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument ndev = %d, expected >= 1", fn, ndev));
+    if (devlist)
+        MPCCL_INFO(MPCCL_SUB_INIT, "%s: host communicators: devlist ignored (no CUDA device in use)", fn);
+    if (mpccl_group_depth() > 0)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE, "%s: called inside ncclGroupStart/End; it forms its own "
+                                       "group (call it outside any group)", fn));
+    ncclConfig_t cfg;
+    st = mpccl_config_normalize(NULL, &cfg, fn);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    mpccl_inproc_group_t *g = NULL;
+    st = mpccl_inproc_group_create(ndev, &g);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    for (int i = 0; i < ndev; i++) comms[i] = NULL;
+    mpccl_group_start();
+    for (int i = 0; i < ndev && st == MPCCL_OK; i++) {
+        init_job_t *job = new_job(&comms[i], &cfg, i, ndev);
+        if (!job) {
+            st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+            break;
+        }
+        job->inproc = g;
+        st = mpccl_group_defer_init(init_in_process, job);
+    }
+    mpccl_status_t end = mpccl_group_end();
+    mpccl_inproc_group_release(g); /* each rank's bootstrap holds its own reference */
+    if (st == MPCCL_OK) st = end;
+    if (st != MPCCL_OK)
+        for (int i = 0; i < ndev; i++)
+            if (comms[i]) {
+                mpccl_comm_release(comms[i], 1);
+                comms[i] = NULL;
+            }
+    return mpccl_result(st);
+}
+
+MPCCL_EXPORT ncclResult_t mpcclCommInitOob(ncclComm_t *comm, int nranks, int rank, const mpcclOobOps_t *ops,
+                                           void *ctx, ncclConfig_t *config)
+{
+    const char *fn = "mpcclCommInitOob";
+    ncclConfig_t cfg;
+    mpccl_status_t st;
+    if (comm) *comm = NULL;
+    MPCCL_CHECK_GOTO(check_init_args(fn, comm, nranks, rank), st, fail);
+    MPCCL_CHECK_GOTO(mpccl_check_ptr(fn, "ops", ops), st, fail);
+    if (ops->allgather == NULL) {
+        st = mpccl_fail(MPCCL_ERR_ARG, "%s: ops->allgather is NULL, expected a callback", fn);
+        goto fail;
+    }
+    MPCCL_CHECK_GOTO(mpccl_config_normalize(config, &cfg, fn), st, fail);
+    init_job_t *job = new_job(comm, &cfg, rank, nranks);
+    if (!job) {
+        st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+        goto fail;
+    }
+    job->oob = ops;
+    job->oob_ctx = ctx;
+    return mpccl_result(mpccl_group_defer_init(init_out_of_band, job));
+fail:
+    if (ops && ops->release) ops->release(ctx);
+    return mpccl_result(st);
+}
+
+/* ---- split ---- */
+
+typedef struct split_entry {
+    int color, key, rank;
+} split_entry_t;
+
+/* New rank order inside a color: by key, then by parent rank (NCCL's rule). */
+static int split_cmp(const void *a, const void *b)
+{
+    const split_entry_t *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->rank < y->rank ? -1 : (x->rank > y->rank);
+}
+
+static mpccl_status_t init_split(void *arg)
+{
+    init_job_t *job = arg;
+    ncclComm_t parent = job->parent;
+    int n = parent->nranks, me = parent->rank;
+    mpccl_status_t st;
+    mpccl_bootstrap_t bs = {0};
+    split_entry_t *all = calloc((size_t)n, sizeof(*all)), *mine = calloc((size_t)n, sizeof(*mine));
+    ncclUniqueId *ids = calloc((size_t)n, sizeof(*ids));
+    mpccl_log_set_rank(me);
+    if (!all || !mine || !ids) {
+        st = mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommSplit: out of memory for %d ranks", n);
+        goto done;
+    }
+    all[me] = (split_entry_t){job->color, job->key, me};
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&parent->bs, all, sizeof(*all)), st, done);
+    int count = 0, newrank = -1;
+    for (int r = 0; r < n; r++)
+        if (job->color != NCCL_SPLIT_NOCOLOR && all[r].color == job->color) mine[count++] = all[r];
+    qsort(mine, (size_t)count, sizeof(*mine), split_cmp);
+    for (int i = 0; i < count; i++)
+        if (mine[i].rank == me) newrank = i;
+    /* The new rank 0 of each color creates the child's bootstrap root; a second
+     * allgather over the parent tells its members the id.  Children are then
+     * independent of the parent (either may be destroyed first). */
+    if (newrank == 0) MPCCL_CHECK_GOTO(mpccl_socket_get_unique_id(ids[me].internal), st, done);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&parent->bs, ids, sizeof(*ids)), st, done);
+    if (job->color == NCCL_SPLIT_NOCOLOR) {
+        mpccl_comm_release(job->comm, 1);
+        *job->user_slot = NULL;
+        free(job);
+        job = NULL;
+        st = MPCCL_OK;
+        goto done;
+    }
+    job->rank = newrank;
+    job->nranks = count;
+    mpccl_log_set_rank(newrank);
+    st = mpccl_socket_bootstrap_create(ids[mine[0].rank].internal, newrank, count, &bs);
+    MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommSplit: parent rank %d color %d key %d -> rank %d of %d", me, all[me].color,
+               job->key, newrank, count);
+done:
+    free(all);
+    free(mine);
+    free(ids);
+    return job ? finish_init(job, &bs, st) : st;
+}
+
+MPCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+          ncclConfig_t *config)
+{
+    const char *fn = "ncclCommSplit";
+    ncclConfig_t cfg;
+    mpccl_status_t st;
+    if (newcomm) *newcomm = NULL;
+    if ((st = mpccl_check_comm(fn, comm)) != MPCCL_OK || (st = mpccl_check_ptr(fn, "newcomm", newcomm)) != MPCCL_OK)
+        return mpccl_result(st);
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
+                                       "%s: argument color = %d, expected >= 0 or NCCL_SPLIT_NOCOLOR (%d)", fn, color,
+                                       NCCL_SPLIT_NOCOLOR));
+    /* Without a config the child inherits the parent's (as NCCL). */
+    if (config) {
+        if ((st = mpccl_config_normalize(config, &cfg, fn)) != MPCCL_OK) return mpccl_result(st);
+    } else {
+        cfg = comm->config;
+    }
+    init_job_t *job = new_job(newcomm, &cfg, comm->rank, comm->nranks);
+    if (!job) return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));
+    job->parent = comm;
+    job->color = color;
+    job->key = key;
+    return mpccl_result(mpccl_group_defer_init(init_split, job));
+}
+
+/* ---- teardown ---- */
+
+MPCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
+{
+    mpccl_status_t st = mpccl_check_comm("ncclCommFinalize", comm);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    /* Host operations are complete when their call returns; what is left to
+     * flush is the network: close the transport gracefully now. */
+    if (comm->transport) comm->transport->ops->close(comm->transport, 0);
+    comm->transport = NULL;
+    comm->state = MPCCL_COMM_FINALIZED;
+    return ncclSuccess;
+}
+
+static mpccl_status_t check_handle(const char *fn, ncclComm_t comm)
+{
+    if (comm == NULL) return MPCCL_OK; /* NCCL accepts NULL in destroy/abort */
+    if (comm->magic != MPCCL_COMM_MAGIC)
+        return mpccl_fail(MPCCL_ERR_ARG, "%s: argument comm = %p is not a live mpccl communicator", fn, (void *)comm);
+    return MPCCL_OK;
+}
+
+MPCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
+{
+    mpccl_status_t st = check_handle("ncclCommDestroy", comm);
+    if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
+    mpccl_comm_release(comm, comm->state == MPCCL_COMM_FAILED);
+    return ncclSuccess;
+}
+
+MPCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
+{
+    mpccl_status_t st = check_handle("ncclCommAbort", comm);
+    if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
+    mpccl_comm_release(comm, 1);
+    return ncclSuccess;
+}
+
+/* ---- queries ---- */
+
+MPCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *asyncError)
+{
+    mpccl_status_t st = check_handle("ncclCommGetAsyncError", comm);
+    if (st == MPCCL_OK && comm == NULL) st = mpccl_fail(MPCCL_ERR_ARG, "ncclCommGetAsyncError: argument comm is NULL");
+    if (st == MPCCL_OK) st = mpccl_check_ptr("ncclCommGetAsyncError", "asyncError", asyncError);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    *asyncError = comm->state == MPCCL_COMM_INITIALIZING ? ncclInProgress : comm->async_error;
+    return ncclSuccess;
+}
+
+static mpccl_status_t check_query(const char *fn, ncclComm_t comm, const char *arg, const void *out)
+{
+    MPCCL_CHECK(mpccl_check_ptr(fn, "comm", comm));
+    MPCCL_CHECK(check_handle(fn, comm));
+    return mpccl_check_ptr(fn, arg, out);
+}
+
+MPCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count)
+{
+    mpccl_status_t st = check_query("ncclCommCount", comm, "count", count);
+    if (st == MPCCL_OK) *count = comm->nranks;
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank)
+{
+    mpccl_status_t st = check_query("ncclCommUserRank", comm, "rank", rank);
+    if (st == MPCCL_OK) *rank = comm->rank;
+    return mpccl_result(st);
+}
+
+/* A host communicator has no device: -1 (documented in the README). */
+MPCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device)
+{
+    mpccl_status_t st = check_query("ncclCommCuDevice", comm, "device", device);
+    if (st == MPCCL_OK) *device = comm->cuda_dev;
+    return mpccl_result(st);
+}
+
+/* ---- custom reduction ops ---- */
+
+MPCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+          ncclScalarResidence_t residence, ncclComm_t comm)
+{
+    const char *fn = "ncclRedOpCreatePreMulSum";
+    mpccl_status_t st;
+    if ((st = mpccl_check_comm(fn, comm)) != MPCCL_OK || (st = mpccl_check_ptr(fn, "op", op)) != MPCCL_OK ||
+        (st = mpccl_check_ptr(fn, "scalar", scalar)) != MPCCL_OK || (st = mpccl_check_dtype(fn, datatype)) != MPCCL_OK)
+        return mpccl_result(st);
+    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
+                                       "%s: argument residence = %d, expected ncclScalarDevice (0) or "
+                                       "ncclScalarHostImmediate (1)",
+                                       fn, (int)residence));
+    pthread_mutex_lock(&comm->redop_lock);
+    int slot = -1;
+    for (int i = 0; i < MPCCL_MAX_CUSTOM_OPS && slot < 0; i++)
+        if (!comm->redops[i].in_use) slot = i;
+    if (slot >= 0) {
+        mpccl_redop_slot_t *s = &comm->redops[slot];
+        memset(s, 0, sizeof(*s));
+        s->in_use = 1;
+        s->dt = datatype;
+        s->residence = residence;
+        if (residence == ncclScalarHostImmediate) memcpy(s->scalar, scalar, mpccl_dtype_size(datatype));
+        else s->scalar_ptr = scalar;
+    }
+    pthread_mutex_unlock(&comm->redop_lock);
+    if (slot < 0)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p already has %d live custom ops; destroy some first",
+                                       fn, (void *)comm, MPCCL_MAX_CUSTOM_OPS));
+    *op = (ncclRedOp_t)(ncclNumOps + slot);
+    return ncclSuccess;
+}
+
+MPCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
+{
+    const char *fn = "ncclRedOpDestroy";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    int slot = (int)op - ncclNumOps;
+    if ((int)op >= 0 && (int)op < ncclNumOps)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument op = %d is a built-in op; only ops from "
+                                       "ncclRedOpCreatePreMulSum can be destroyed", fn, (int)op));
+    pthread_mutex_lock(&comm->redop_lock);
+    int live = slot >= 0 && slot < MPCCL_MAX_CUSTOM_OPS && comm->redops[slot].in_use;
+    if (live) comm->redops[slot].in_use = 0;
+    pthread_mutex_unlock(&comm->redop_lock);
+    if (!live)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument op = %d is not a live custom op of comm %p", fn,
+                                       (int)op, (void *)comm));
+    return ncclSuccess;
+}

@@ -1,0 +1,103 @@
+/* Communicator setup and teardown. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "comm.h"
+#include "log.h"
+#include "topo.h"
+
+ncclComm_t mpccl_comm_alloc(void)
+{
+    ncclComm_t comm = calloc(1, sizeof(*comm));
+    if (!comm) return NULL;
+    comm->magic = MPCCL_COMM_MAGIC;
+    comm->cuda_dev = -1;
+    comm->state = MPCCL_COMM_INITIALIZING;
+    comm->async_error = ncclSuccess;
+    pthread_mutex_init(&comm->redop_lock, NULL);
+    return comm;
+}
+
+mpccl_status_t mpccl_config_normalize(const ncclConfig_t *user, ncclConfig_t *out, const char *fn)
+{
+    ncclConfig_t dflt = NCCL_CONFIG_INITIALIZER;
+    *out = dflt;
+    if (user == NULL) return MPCCL_OK;
+    if (user->magic != dflt.magic)
+        return mpccl_fail(MPCCL_ERR_ARG,
+                          "%s: argument config has magic 0x%x, expected 0x%x: initialise it with "
+                          "NCCL_CONFIG_INITIALIZER",
+                          fn, user->magic, dflt.magic);
+    /* The oldest NCCL config (2.14) already had size, magic, version, blocking. */
+    size_t oldest = offsetof(ncclConfig_t, blocking) + sizeof(int);
+    if (user->size < oldest)
+        return mpccl_fail(MPCCL_ERR_ARG, "%s: argument config has size %zu, expected at least %zu",
+                          fn, user->size, oldest);
+    /* A program built against an older header passes a shorter struct: take the
+     * fields it has, keep defaults for the rest; a newer one passes a longer
+     * struct whose extra fields we do not know. */
+    size_t n = user->size < sizeof(*out) ? user->size : sizeof(*out);
+    memcpy(out, user, n);
+    out->size = sizeof(*out);
+    if (out->blocking != NCCL_CONFIG_UNDEF_INT && out->blocking != 0 && out->blocking != 1)
+        return mpccl_fail(MPCCL_ERR_ARG, "%s: config.blocking = %d, expected 0 or 1", fn, out->blocking);
+    return MPCCL_OK;
+}
+
+static mpccl_status_t alloc_seq(uint64_t **a, int n, uint64_t base)
+{
+    *a = malloc((size_t)n * sizeof(uint64_t));
+    if (!*a) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d message counters", n);
+    for (int i = 0; i < n; i++) (*a)[i] = base;
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const ncclConfig_t *config)
+{
+    mpccl_status_t st;
+    uint64_t *ids = NULL;
+    comm->bs = *bs;
+    comm->rank = bs->rank;
+    comm->nranks = bs->nranks;
+    mpccl_log_set_rank(comm->rank);
+    if (config) comm->config = *config;
+    else MPCCL_CHECK(mpccl_config_normalize(NULL, &comm->config, "init"));
+
+    ids = calloc((size_t)comm->nranks, sizeof(uint64_t));
+    if (!ids) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d ids", comm->nranks);
+    if (getrandom(&ids[comm->rank], sizeof(uint64_t), 0) != sizeof(uint64_t)) ids[comm->rank] = (uint64_t)(uintptr_t)comm;
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&comm->bs, ids, sizeof(uint64_t)), st, out);
+    comm->id = ids[0];
+
+    MPCCL_CHECK_GOTO(mpccl_topo_build(&comm->bs, &comm->topo), st, out);
+    MPCCL_CHECK_GOTO(mpccl_plan_params_init(&comm->params), st, out);
+    MPCCL_CHECK_GOTO(alloc_seq(&comm->coll_send_seq, comm->nranks, 0), st, out);
+    MPCCL_CHECK_GOTO(alloc_seq(&comm->coll_recv_seq, comm->nranks, 0), st, out);
+    MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_send_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
+    MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_recv_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
+    if (comm->nranks > 1) MPCCL_CHECK_GOTO(mpccl_ucx_transport_create(&comm->bs, &comm->transport), st, out);
+    comm->state = MPCCL_COMM_READY;
+    MPCCL_INFO(MPCCL_SUB_INIT, "comm %p id 0x%llx rank %d of %d ready (host memory, %d node(s))", (void *)comm,
+               (unsigned long long)comm->id, comm->rank, comm->nranks, comm->topo.nnodes);
+out:
+    free(ids);
+    return st;
+}
+
+void mpccl_comm_release(ncclComm_t comm, int force)
+{
+    if (!comm) return;
+    if (comm->transport) comm->transport->ops->close(comm->transport, force);
+    comm->transport = NULL;
+    mpccl_bootstrap_close(&comm->bs);
+    memset(&comm->bs, 0, sizeof(comm->bs));
+    mpccl_topo_free(&comm->topo);
+    free(comm->coll_send_seq);
+    free(comm->coll_recv_seq);
+    free(comm->p2p_send_seq);
+    free(comm->p2p_recv_seq);
+    pthread_mutex_destroy(&comm->redop_lock);
+    comm->magic = MPCCL_COMM_DEAD;
+    free(comm);
+}

@@ -1,0 +1,256 @@
+/* Group collection and the progress loop that runs a group's operations. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "group.h"
+#include "log.h"
+
+typedef struct mpccl_deferred_init {
+    mpccl_init_fn_t fn;
+    void *arg;
+    mpccl_status_t status;
+    pthread_t thread;
+    struct mpccl_deferred_init *next;
+} mpccl_deferred_init_t;
+
+/* Per thread, like NCCL: a group belongs to the thread that started it. */
+static __thread int group_depth;
+static __thread mpccl_call_t *group_ops, *group_ops_tail;
+static __thread mpccl_deferred_init_t *group_inits, *group_inits_tail;
+static __thread mpccl_status_t group_error; /* first error recorded inside the group */
+
+int mpccl_group_depth(void)
+{
+    return group_depth;
+}
+
+void mpccl_call_free(mpccl_call_t *op)
+{
+    if (!op) return;
+    if (op->exec) mpccl_exec_free(op->exec);
+    mpccl_sched_free(&op->sched);
+    free(op);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static mpccl_status_t start_op(mpccl_call_t *op)
+{
+    ncclComm_t c = op->comm;
+    uint64_t *sseq = op->is_p2p ? c->p2p_send_seq : c->coll_send_seq;
+    uint64_t *rseq = op->is_p2p ? c->p2p_recv_seq : c->coll_recv_seq;
+    op->started = 1;
+    return mpccl_exec_start(&op->task, c->transport, c->rank, sseq, rseq, &op->exec);
+}
+
+static int op_can_start(const mpccl_call_t *op)
+{
+    /* Collectives of one communicator run in program order (a later one may read
+     * what an earlier one wrote); p2p calls of a group all run at once. */
+    return op->is_p2p || op->prev_coll == NULL || op->prev_coll->done;
+}
+
+static void fail_comm(ncclComm_t comm, mpccl_status_t st)
+{
+    if (comm->async_error == ncclSuccess) {
+        switch (st) {
+        case MPCCL_ERR_REMOTE: comm->async_error = ncclRemoteError; break;
+        case MPCCL_ERR_SYSTEM: comm->async_error = ncclSystemError; break;
+        case MPCCL_ERR_CUDA: comm->async_error = ncclUnhandledCudaError; break;
+        default: comm->async_error = ncclInternalError; break;
+        }
+    }
+}
+
+/* Progresses every op of the list until all are done or one fails. */
+static mpccl_status_t run_ops(mpccl_call_t *ops)
+{
+    mpccl_status_t st = MPCCL_OK;
+    int64_t timeout = mpccl_config_int("OP_TIMEOUT");
+    double start = timeout > 0 ? now_seconds() : 0;
+    unsigned idle_passes = 0;
+    for (;;) {
+        int pending = 0, events = 0;
+        mpccl_transport_t *idle_on = NULL;
+        for (mpccl_call_t *op = ops; op; op = op->next) {
+            if (op->done) continue;
+            if (!op->started) {
+                if (!op_can_start(op)) {
+                    pending++;
+                    continue;
+                }
+                st = start_op(op);
+                if (st != MPCCL_OK) {
+                    fail_comm(op->comm, st);
+                    return st;
+                }
+                events++;
+            }
+            if (op->comm->transport) {
+                events += op->comm->transport->ops->progress(op->comm->transport);
+                idle_on = op->comm->transport;
+            }
+            int done = 0;
+            st = mpccl_exec_progress(op->exec, &done);
+            if (st != MPCCL_OK) {
+                fail_comm(op->comm, st);
+                return st;
+            }
+            if (done) {
+                op->done = 1;
+                events++;
+            } else {
+                pending++;
+            }
+        }
+        if (!pending) return MPCCL_OK;
+        if (events) {
+            idle_passes = 0;
+            continue;
+        }
+        /* Ranks oversubscribe cores in tests: give the CPU away while waiting. */
+        if (++idle_passes > 16) {
+            if (idle_on) idle_on->ops->idle(idle_on);
+            else sched_yield();
+        }
+        if (timeout > 0 && now_seconds() - start > (double)timeout) {
+            for (mpccl_call_t *op = ops; op; op = op->next)
+                if (!op->done) fail_comm(op->comm, MPCCL_ERR_REMOTE);
+            return mpccl_fail(MPCCL_ERR_REMOTE,
+                              "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
+                              "participating (it called a different collective, or died)",
+                              (long long)timeout);
+        }
+    }
+}
+
+static void free_ops(mpccl_call_t *ops)
+{
+    while (ops) {
+        mpccl_call_t *next = ops->next;
+        mpccl_call_free(ops);
+        ops = next;
+    }
+}
+
+/* Links each collective to the previous collective of its communicator. */
+static void link_collectives(mpccl_call_t *ops)
+{
+    for (mpccl_call_t *op = ops; op; op = op->next) {
+        if (op->is_p2p) continue;
+        for (mpccl_call_t *q = op->next; q; q = q->next)
+            if (q->comm == op->comm && !q->is_p2p) {
+                q->prev_coll = op;
+                break;
+            }
+    }
+}
+
+mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op)
+{
+    op->next = NULL;
+    if (group_depth == 0) {
+        mpccl_status_t st = run_ops(op);
+        mpccl_call_free(op);
+        return st;
+    }
+    if (group_ops_tail) group_ops_tail->next = op;
+    else group_ops = op;
+    group_ops_tail = op;
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_group_defer_init(mpccl_init_fn_t fn, void *arg)
+{
+    if (group_depth == 0) return fn(arg);
+    mpccl_deferred_init_t *d = calloc(1, sizeof(*d));
+    if (!d) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory queueing a grouped communicator init");
+    d->fn = fn;
+    d->arg = arg;
+    if (group_inits_tail) group_inits_tail->next = d;
+    else group_inits = d;
+    group_inits_tail = d;
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_group_start(void)
+{
+    if (group_depth == 0) group_error = MPCCL_OK;
+    group_depth++;
+    return MPCCL_OK;
+}
+
+static void *init_thread_main(void *arg)
+{
+    mpccl_deferred_init_t *d = arg;
+    d->status = d->fn(d->arg);
+    return NULL;
+}
+
+/* Runs the group's inits, each in its own thread: they are collective with each
+ * other (several ranks initialised from one thread). */
+static mpccl_status_t run_inits(mpccl_deferred_init_t *inits)
+{
+    mpccl_status_t st = MPCCL_OK;
+    int single = inits && !inits->next;
+    for (mpccl_deferred_init_t *d = inits; d; d = d->next) {
+        if (single) {
+            d->status = d->fn(d->arg);
+            d->thread = 0;
+        } else if (pthread_create(&d->thread, NULL, init_thread_main, d) != 0) {
+            d->status = d->fn(d->arg); /* cannot fail the others: run inline */
+            d->thread = 0;
+        }
+    }
+    for (mpccl_deferred_init_t *d = inits; d; d = d->next) {
+        if (d->thread) pthread_join(d->thread, NULL);
+        if (d->status != MPCCL_OK && st == MPCCL_OK) st = d->status;
+    }
+    while (inits) {
+        mpccl_deferred_init_t *next = inits->next;
+        free(inits);
+        inits = next;
+    }
+    return st;
+}
+
+mpccl_status_t mpccl_group_end(void)
+{
+    if (group_depth == 0)
+        return mpccl_fail(MPCCL_ERR_USAGE, "ncclGroupEnd called without a matching ncclGroupStart");
+    if (--group_depth > 0) return MPCCL_OK;
+    mpccl_deferred_init_t *inits = group_inits;
+    mpccl_call_t *ops = group_ops;
+    group_inits = group_inits_tail = NULL;
+    group_ops = group_ops_tail = NULL;
+    mpccl_status_t st = run_inits(inits);
+    if (group_error != MPCCL_OK) {
+        /* A call inside the group was rejected: launch nothing (every rank saw the
+         * same bad call, or the user gets the error and must not wait on peers). */
+        free_ops(ops);
+        st = group_error;
+        group_error = MPCCL_OK;
+        return st;
+    }
+    if (st == MPCCL_OK && ops) {
+        link_collectives(ops);
+        st = run_ops(ops);
+    }
+    free_ops(ops);
+    return st;
+}
+
+void mpccl_group_discard_comm(ncclComm_t comm)
+{
+    (void)comm;
+    if (group_depth > 0 && group_error == MPCCL_OK) group_error = MPCCL_ERR_ARG;
+}

@@ -1,0 +1,39 @@
+/* Group semantics: calls between ncclGroupStart/End (per thread) are collected
+ * and launched together at the outermost ncclGroupEnd; a call outside a group is
+ * a group of one.  Deferred communicator inits of a group run concurrently. */
+#ifndef MPCCL_GROUP_H
+#define MPCCL_GROUP_H
+
+#include "comm.h"
+#include "exec.h"
+
+typedef struct mpccl_call {
+    ncclComm_t comm;
+    int is_p2p;
+    mpccl_coll_desc_t desc;
+    mpccl_sched_t sched;
+    mpccl_task_t task;
+    mpccl_exec_t *exec;
+    struct mpccl_call *prev_coll; /* the previous collective on the same comm */
+    int started, done;
+    struct mpccl_call *next;
+} mpccl_call_t;
+
+/* Takes ownership of op (malloc'd, sched built).  Outside a group runs it to
+ * completion; inside, queues it for ncclGroupEnd. */
+mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op);
+
+/* A communicator init that must progress concurrently with the other inits of
+ * its group.  Outside a group fn runs at once.  fn owns arg. */
+typedef mpccl_status_t (*mpccl_init_fn_t)(void *arg);
+mpccl_status_t mpccl_group_defer_init(mpccl_init_fn_t fn, void *arg);
+
+mpccl_status_t mpccl_group_start(void);
+mpccl_status_t mpccl_group_end(void);
+int mpccl_group_depth(void);
+/* Drops whatever the current group collected (an error inside the group). */
+void mpccl_group_discard_comm(ncclComm_t comm);
+
+void mpccl_call_free(mpccl_call_t *op);
+
+#endif
