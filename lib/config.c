@@ -116,6 +116,12 @@ static void init_settings(void)
     resolve_settings();
 }
 
+void mpccl_config_reload(void)
+{
+    pthread_once(&settings_once, init_settings);
+    resolve_settings();
+}
+
 static mpccl_setting_t *find_setting(const char *name)
 {
     pthread_once(&settings_once, init_settings);

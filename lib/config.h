@@ -17,6 +17,9 @@ int64_t mpccl_config_int(const char *name);
 /* Prints the table with current values (mpccl_info, mpccl-perf -h). */
 void mpccl_config_print(FILE *out);
 
+/* Reads the environment again (ncclResetDebugInit). */
+void mpccl_config_reload(void);
+
 /* Warns once about MPCCL_* variables that are not in the table. */
 void mpccl_config_check_environment(void);
 

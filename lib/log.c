@@ -10,6 +10,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "config.h"
 #include "log.h"
 
@@ -26,7 +27,8 @@ int mpccl_log_level = -1;
 static unsigned log_subsys = MPCCL_SUB_ALL;
 static FILE *log_file;
 static char log_host[64];
-static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t log_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_ready;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int log_rank = -1;
 
@@ -103,7 +105,26 @@ static void log_setup(void)
 
 void mpccl_log_init(void)
 {
-    pthread_once(&log_once, log_setup);
+    pthread_mutex_lock(&log_init_lock);
+    if (!log_ready) {
+        log_setup();
+        log_ready = 1;
+    }
+    pthread_mutex_unlock(&log_init_lock);
+}
+
+/* NCCL exports this (deprecated): re-reads the debug settings from the
+ * environment, e.g. after a program changed NCCL_DEBUG. */
+MPCCL_API(void, ncclResetDebugInit, void)
+{
+    pthread_mutex_lock(&log_init_lock);
+    mpccl_config_reload();
+    if (log_file && log_file != stderr) fclose(log_file);
+    log_file = stderr;
+    log_subsys = MPCCL_SUB_ALL;
+    log_setup();
+    log_ready = 1;
+    pthread_mutex_unlock(&log_init_lock);
 }
 
 void mpccl_log_set_rank(int rank)
