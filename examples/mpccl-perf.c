@@ -1,0 +1,373 @@
+/* mpccl-perf: collective bandwidth benchmark with nccl-tests' flags and output.
+ *
+ *   mpirun -np 8 mpccl-perf -b 8 -e 128M -f 2 -C allreduce -d float -o sum
+ *
+ * Every rank is one MPI process with (at most) one GPU.  Buffers live on the GPU
+ * when the communicator has one (ncclCommCuDevice >= 0) and the program was built
+ * with the CUDA runtime; otherwise on the host, where calls are blocking.  Times
+ * are for `iters` calls issued back to back followed by one completion wait. */
+#include <getopt.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpccl_mpi.h"
+#include "nccl.h"
+#include "perf_check.h"
+#include "perf_coll.h"
+#include "perf_mem.h"
+
+typedef struct opts {
+    size_t minbytes, maxbytes, stepbytes;
+    double stepfactor;
+    int iters, warmup, check, root, average, blocking, agg;
+    int colls[PERF_NUM_COLLS], ncolls;
+    ncclDataType_t types[ncclNumTypes];
+    int ntypes;
+    perf_op_t ops[PERF_COPY];
+    int nops;
+    int uniqueid;
+} opts_t;
+
+typedef struct env {
+    int rank, nranks;
+    ncclComm_t comm;
+    perf_mem_t mem;
+    double bw_sum;
+    int bw_rows;
+    long long wrong;
+} env_t;
+
+static void die(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "mpccl-perf: ");
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+#define NCHECK(call)                                                                              \
+    do {                                                                                          \
+        ncclResult_t r_ = (call);                                                                 \
+        if (r_ != ncclSuccess) {                                                                  \
+            fprintf(stderr, "mpccl-perf: %s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,        \
+                    ncclGetErrorString(r_), ncclGetLastError(NULL));                              \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                         \
+        }                                                                                         \
+    } while (0)
+
+/* "64", "4K", "2M", "1G" (binary multiples, like nccl-tests) */
+static size_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'G': case 'g': v *= 1024.0;
+        /* fall through */
+    case 'M': case 'm': v *= 1024.0;
+        /* fall through */
+    case 'K': case 'k': v *= 1024.0;
+        end++;
+        break;
+    default: break;
+    }
+    if (end == s || *end || v < 0) die("bad size '%s'", s);
+    return (size_t)v;
+}
+
+static int parse_int(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end) die("bad number '%s'", s);
+    return (int)v;
+}
+
+static void usage(void)
+{
+    printf("usage: mpccl-perf [options]   (under mpirun: one process per GPU, or host buffers)\n"
+           "  -b, --minbytes N     smallest size (K/M/G suffixes), default 32M\n"
+           "  -e, --maxbytes N     largest size, default 32M\n"
+           "  -f, --stepfactor F   multiply the size by F (default: add -i)\n"
+           "  -i, --stepbytes N    add N bytes per step, default 1M\n"
+           "  -n, --iters N        timed iterations, default 20\n"
+           "  -w, --warmup_iters N untimed iterations first, default 5\n"
+           "  -m, --agg_iters N    calls aggregated in one group per iteration, default 1\n"
+           "  -c, --check 0|1      check results against a host reference, default 1\n"
+           "  -o, --op OP          sum prod max min avg mulsum, or all; default sum\n"
+           "  -d, --datatype T     int8 uint8 int32 uint32 int64 uint64 half float double\n"
+           "                       bfloat16 f8e4m3 f8e5m2, or all; default float\n"
+           "  -r, --root N         root of rooted collectives, default 0\n"
+           "  -a, --average 0-3    time reported: 0 rank 0, 1 average, 2 minimum, 3 maximum\n"
+           "  -z, --blocking 0|1   wait for each call (GPU buffers only; host calls block)\n"
+           "  -t, --nthreads 1     -g, --ngpus 1   (one GPU per process)\n"
+           "  -C, --collective C   allreduce reduce_scatter all_gather alltoall broadcast\n"
+           "                       reduce gather scatter sendrecv, or all (default)\n"
+           "  -B, --bootstrap B    mpi (mpcclCommInitMPI, default) or uniqueid\n"
+           "  -h, --help\n\nmpccl settings (environment):\n");
+    mpcclPrintConfig();
+}
+
+static void parse(int argc, char **argv, opts_t *o, int rank)
+{
+    static const struct option lo[] = {
+        {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'}, {"stepfactor", 1, 0, 'f'}, {"stepbytes", 1, 0, 'i'},
+        {"iters", 1, 0, 'n'}, {"warmup_iters", 1, 0, 'w'}, {"agg_iters", 1, 0, 'm'}, {"check", 1, 0, 'c'},
+        {"op", 1, 0, 'o'}, {"datatype", 1, 0, 'd'}, {"root", 1, 0, 'r'}, {"average", 1, 0, 'a'},
+        {"blocking", 1, 0, 'z'}, {"nthreads", 1, 0, 't'}, {"ngpus", 1, 0, 'g'}, {"collective", 1, 0, 'C'},
+        {"bootstrap", 1, 0, 'B'}, {"cudagraph", 1, 0, 'G'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int ch;
+    const char *op = "sum", *dt = "float", *coll = "all";
+    memset(o, 0, sizeof(*o));
+    o->minbytes = o->maxbytes = 32u << 20;
+    o->stepbytes = 1u << 20;
+    o->iters = 20, o->warmup = 5, o->check = 1, o->average = 1, o->agg = 1;
+    while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:m:c:o:d:r:a:z:t:g:C:B:G:h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'b': o->minbytes = parse_size(optarg); break;
+        case 'e': o->maxbytes = parse_size(optarg); break;
+        case 'f': o->stepfactor = atof(optarg); break;
+        case 'i': o->stepbytes = parse_size(optarg), o->stepfactor = 0; break;
+        case 'n': o->iters = parse_int(optarg); break;
+        case 'w': o->warmup = parse_int(optarg); break;
+        case 'm': o->agg = parse_int(optarg); break;
+        case 'c': o->check = parse_int(optarg); break;
+        case 'o': op = optarg; break;
+        case 'd': dt = optarg; break;
+        case 'r': o->root = parse_int(optarg); break;
+        case 'a': o->average = parse_int(optarg); break;
+        case 'z': o->blocking = parse_int(optarg); break;
+        case 't': case 'g':
+            if (parse_int(optarg) != 1) die("-%s: mpccl-perf runs one thread with one GPU per process", ch == 't' ? "t" : "g");
+            break;
+        case 'G': if (parse_int(optarg) != 0) die("%s: CUDA graphs are not supported", "-G"); break;
+        case 'B':
+            if (!strcmp(optarg, "uniqueid")) o->uniqueid = 1;
+            else if (strcmp(optarg, "mpi")) die("-B %s: expected mpi or uniqueid", optarg);
+            break;
+        case 'C': coll = optarg; break;
+        case 'h':
+            if (rank == 0) usage();
+            MPI_Finalize();
+            exit(0);
+        default: die("%s", "bad option (-h for help)");
+        }
+    }
+    if (o->stepfactor != 0 && o->stepfactor <= 1) o->stepfactor = 0; /* nccl-tests: -f 1 = add -i */
+    if (o->iters < 1 || o->warmup < 0 || o->agg < 1 || o->average < 0 || o->average > 3)
+        die("%s", "-n, -m need >= 1; -w >= 0; -a 0..3");
+    if (o->minbytes > o->maxbytes) die("%s", "-b is larger than -e");
+    if (!strcmp(coll, "all")) {
+        for (int c = 0; c < PERF_BCAST; c++) o->colls[o->ncolls++] = c;
+    } else {
+        perf_coll_t c;
+        if (perf_coll_parse(coll, &c)) die("unknown collective '%s'", coll);
+        o->colls[o->ncolls++] = c;
+    }
+    if (!strcmp(dt, "all")) {
+        for (int t = 0; t < ncclNumTypes; t++) o->types[o->ntypes++] = (ncclDataType_t)t;
+    } else if (perf_type_parse(dt, &o->types[o->ntypes++])) {
+        die("unknown datatype '%s'", dt);
+    }
+    if (!strcmp(op, "all")) {
+        for (int p = 0; p < PERF_COPY; p++) o->ops[o->nops++] = (perf_op_t)p;
+    } else if (perf_op_parse(op, &o->ops[o->nops++]) || o->ops[0] == PERF_COPY) {
+        die("unknown op '%s'", op);
+    }
+}
+
+static double now_us(void) { return MPI_Wtime() * 1e6; }
+
+/* One timed loop: warmup, then iters * agg calls and a single completion wait. */
+static double time_calls(const opts_t *o, env_t *e, const perf_call_t *c, int iters)
+{
+    double t0, dt, out;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        if (o->agg > 1) NCHECK(ncclGroupStart());
+        for (int a = 0; a < o->agg; a++) NCHECK(perf_call_launch(c));
+        if (o->agg > 1) NCHECK(ncclGroupEnd());
+        if (o->blocking && perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
+    }
+    if (perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
+    dt = iters ? (now_us() - t0) / iters : 0;
+    switch (o->average) {
+    case 0: out = dt; MPI_Bcast(&out, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+    case 2: MPI_Allreduce(&dt, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD); break;
+    case 3: MPI_Allreduce(&dt, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); break;
+    default: MPI_Allreduce(&dt, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); out /= e->nranks;
+    }
+    return out / o->agg;
+}
+
+static void fmt_time(char *buf, size_t len, double us)
+{
+    snprintf(buf, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
+}
+
+/* Measures one placement and prints its four columns. */
+static void run_place(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t *d, size_t bytes,
+                      void *host)
+{
+    char tbuf[32], wbuf[32] = "N/A", msg[512] = "";
+    double us, algbw, busbw;
+    long long wrong = 0, local = 0;
+    if (c->inplace && !perf_coll_has_inplace(c->coll)) {
+        if (e->rank == 0) printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+        return;
+    }
+    if (perf_call_prepare(c, d, &e->mem, host)) die("%s", "cannot copy input to the buffers");
+    time_calls(o, e, c, o->warmup);
+    us = time_calls(o, e, c, o->iters);
+    if (o->check) {
+        /* fresh input (in-place iterations consumed it), one call, then compare */
+        if (perf_call_prepare(c, d, &e->mem, host)) die("%s", "cannot copy input to the buffers");
+        MPI_Barrier(MPI_COMM_WORLD);
+        NCHECK(perf_call_launch(c));
+        if (perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
+        local = (long long)perf_call_check(c, d, &e->mem, host, msg, sizeof(msg));
+        if (local) fprintf(stderr, "# rank %d: %s %s: %s\n", e->rank, perf_coll_name(c->coll),
+                           c->inplace ? "in-place" : "out-of-place", msg);
+        MPI_Allreduce(&local, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        e->wrong += wrong;
+        snprintf(wbuf, sizeof(wbuf), "%lld", wrong);
+    }
+    algbw = us > 0 ? (double)bytes / us / 1e3 : 0; /* bytes/us = MB/s; /1e3 = GB/s */
+    busbw = algbw * perf_coll_bus_factor(c->coll, e->nranks);
+    e->bw_sum += busbw;
+    e->bw_rows++;
+    fmt_time(tbuf, sizeof(tbuf), us);
+    if (e->rank == 0) printf("  %7s  %6.2f  %6.2f  %6s", tbuf, algbw, busbw, wbuf);
+}
+
+static void print_header(const opts_t *o, env_t *e, perf_coll_t coll)
+{
+    char host[256] = "?";
+    int dev = -1;
+    gethostname(host, sizeof(host) - 1);
+    ncclCommCuDevice(e->comm, &dev);
+    if (e->rank == 0) {
+        printf("# Collective test starting: mpccl-perf %s\n", perf_coll_name(coll));
+        printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d "
+               "agg iters: %d validation: %d graph: 0\n#\n# Using devices\n",
+               o->minbytes, o->maxbytes, o->stepfactor ? o->stepfactor : (double)o->stepbytes,
+               o->stepfactor ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check);
+    }
+    /* one line per rank, printed by rank 0 in rank order */
+    char line[400];
+    snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s]", e->rank, (int)getpid(),
+             host, dev, e->mem.gpu ? "GPU" : "host memory");
+    if (e->rank == 0) {
+        puts(line);
+        for (int r = 1; r < e->nranks; r++) {
+            MPI_Recv(line, sizeof(line), MPI_CHAR, r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            puts(line);
+        }
+        printf("#\n#%72s%38s\n", "out-of-place", "in-place");
+        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
+               "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
+               "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    } else {
+        MPI_Send(line, sizeof(line), MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+    }
+}
+
+static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
+{
+    size_t maxelems = o->maxbytes, cnt, scnt, rcnt;
+    void *sbuf, *rbuf, *host;
+    perf_coll_counts(coll, e->nranks, maxelems, &cnt, &scnt, &rcnt); /* bytes as 1-byte elements: max */
+    size_t bufbytes = (scnt > rcnt ? scnt : rcnt) + 64;
+    sbuf = perf_mem_alloc(&e->mem, bufbytes);
+    rbuf = perf_mem_alloc(&e->mem, bufbytes);
+    host = malloc(bufbytes);
+    if (!sbuf || !rbuf || !host) die("%s", "out of memory for the buffers");
+    print_header(o, e, coll);
+    for (int ti = 0; ti < o->ntypes; ti++) {
+        ncclDataType_t t = o->types[ti];
+        size_t tsz = perf_type_size(t);
+        for (int oi = 0; oi < (perf_coll_reduces(coll) ? o->nops : 1); oi++) {
+            perf_op_t pop = perf_coll_reduces(coll) ? o->ops[oi] : PERF_COPY;
+            for (size_t size = o->minbytes; size <= o->maxbytes;) {
+                perf_call_t c;
+                perf_data_t d;
+                ncclRedOp_t op = perf_op_nccl(pop);
+                unsigned char scalar[8];
+                size_t total;
+                memset(&c, 0, sizeof(c));
+                perf_coll_counts(coll, e->nranks, size / tsz, &c.count, &scnt, &rcnt);
+                total = scnt > rcnt ? scnt : rcnt; /* elements the row reports */
+                perf_data_init(&d, t, pop, e->nranks, 0x5eedull + size * 31 + (size_t)t * 7 + pop);
+                if (pop == PERF_PREMULSUM) {
+                    perf_set(t, scalar, 0, d.scalar);
+                    NCHECK(ncclRedOpCreatePreMulSum(&op, scalar, t, ncclScalarHostImmediate, e->comm));
+                }
+                c.coll = coll, c.type = t, c.op = op, c.comm = e->comm, c.rank = e->rank, c.nranks = e->nranks;
+                c.root = perf_coll_rooted(coll) ? o->root : -1;
+                c.stream = e->mem.stream, c.sendbase = sbuf, c.recvbase = rbuf;
+                if (e->rank == 0)
+                    printf("%12zu  %12zu  %8s  %6s  %6d", total * tsz, total, perf_type_name(t),
+                           perf_coll_reduces(coll) ? perf_op_name(pop) : "none", c.root);
+                for (c.inplace = 0; c.inplace < 2; c.inplace++) run_place(o, e, &c, &d, total * tsz, host);
+                if (e->rank == 0) printf("\n"), fflush(stdout);
+                if (pop == PERF_PREMULSUM) NCHECK(ncclRedOpDestroy(op, e->comm));
+                if (o->stepfactor > 1) {
+                    size_t next = (size_t)((double)size * o->stepfactor);
+                    size = next > size ? next : size + 1;
+                } else {
+                    size += o->stepbytes ? o->stepbytes : 1;
+                }
+            }
+        }
+    }
+    free(host);
+    perf_mem_free(&e->mem, rbuf);
+    perf_mem_free(&e->mem, sbuf);
+}
+
+static void init_comm(const opts_t *o, env_t *e)
+{
+    MPI_Comm node;
+    int local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, e->rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    perf_mem_select_device(local); /* the communicator takes the current device */
+    if (o->uniqueid) {
+        ncclUniqueId id;
+        if (e->rank == 0) NCHECK(ncclGetUniqueId(&id));
+        MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+        NCHECK(ncclCommInitRank(&e->comm, e->nranks, id, e->rank));
+    } else {
+        NCHECK(mpcclCommInitMPI(&e->comm, MPI_COMM_WORLD, NULL));
+    }
+    if (perf_mem_init(&e->mem, e->comm)) die("%s", "cannot set up the communicator's device");
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    env_t e;
+    memset(&e, 0, sizeof(e));
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &e.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &e.nranks);
+    parse(argc, argv, &o, e.rank);
+    if (o.root < 0 || o.root >= e.nranks) die("%s", "-r: root out of range");
+    init_comm(&o, &e);
+    for (int i = 0; i < o.ncolls; i++) run_coll(&o, &e, (perf_coll_t)o.colls[i]);
+    if (e.rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", e.wrong, e.wrong ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %g \n#\n", e.bw_rows ? e.bw_sum / e.bw_rows : 0.0);
+    }
+    NCHECK(ncclCommDestroy(e.comm));
+    perf_mem_fini(&e.mem);
+    MPI_Finalize();
+    return e.wrong != 0;
+}
