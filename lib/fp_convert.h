@@ -8,9 +8,8 @@
  *   float -> fp8        __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...): round to
  *                       nearest even, |x| beyond the largest finite (inf included)
  *                       -> +-max finite, any NaN -> 0x7f (sign dropped).
- *   fp16 -> float       exact; NaN payload widened (quiet bit kept).
- *   fp8 -> float        exact; NaN -> 0x7fffe000 (fp16's canonical NaN widened,
- *                       as CUDA converts fp8 through fp16).
+ *   fp16/fp8 -> float   exact; any NaN -> 0x7fffffff, as the GPU's cvt does.
+ *   bf16 -> float       exact (the bits shifted up, NaN payload kept), as CUDA.
  * The tricks below avoid float subnormal arithmetic where it is free to, so an
  * application running with FTZ/DAZ set still gets exact conversions; they assume
  * float arithmetic rounds to nearest even (the default) without excess precision. */
@@ -107,7 +106,7 @@ MPCCL_HD float mpccl_f16_to_f32(uint16_t h)
     /* subnormal: (2^-14 + m*2^-24) - 2^-14, exact by Sterbenz */
     uint32_t sub = mpccl_f32_bits(mpccl_bits_f32(mag + (113u << 23)) - 0x1p-14f);
     uint32_t r = mpccl_sel32(exp == 0x7c00u, inf, mpccl_sel32(exp == 0, sub, nrm));
-    return mpccl_bits_f32(sign | r);
+    return mpccl_bits_f32(mpccl_sel32((h & 0x7fffu) > 0x7c00u, 0x7fffffffu, sign | r));
 }
 
 MPCCL_HD float mpccl_bf16_to_f32(uint16_t b)
@@ -122,14 +121,13 @@ MPCCL_HD float mpccl_e4m3_to_f32(uint8_t v)
     uint32_t nrm = (mag << 20) + (120u << 23); /* rebias 7 -> 127 */
     uint32_t sub = mpccl_f32_bits((float)(mag & 7u) * 0x1p-9f);
     uint32_t r = mpccl_sel32((mag >> 3) == 0, sub, nrm);
-    return mpccl_bits_f32(mpccl_sel32(mag == 0x7fu, 0x7fffe000u, sign | r));
+    return mpccl_bits_f32(mpccl_sel32(mag == 0x7fu, 0x7fffffffu, sign | r));
 }
 
 /* e5m2 is the top byte of an fp16. */
 MPCCL_HD float mpccl_e5m2_to_f32(uint8_t v)
 {
-    uint32_t h = mpccl_f32_bits(mpccl_f16_to_f32((uint16_t)(v << 8)));
-    return mpccl_bits_f32(mpccl_sel32((v & 0x7fu) > 0x7cu, 0x7fffe000u, h));
+    return mpccl_f16_to_f32((uint16_t)(v << 8));
 }
 
 #endif

@@ -17,7 +17,13 @@
  * 24 bits >= 2p+2 for every p here (fp16 11, bf16 8, e4m3 4, e5m2 3), so the
  * float rounding can never create a tie for the second one (Figueroa, "When is
  * double rounding innocuous?", 1995), and no result leaves float's range except
- * bf16 overflows, which go to inf either way. */
+ * bf16 overflows, which go to inf either way.  The same argument makes NCCL's fp8
+ * path (widen to half, __hadd, narrow) give these results too.
+ *
+ * Checked on an H200 (sm_90): the conversions in fp_convert.h equal CUDA's
+ * intrinsics for all 2^32 floats and all patterns; sum/prod/max/min here equal
+ * __hadd/__hmul/__hmax/__hmin for all 2^32 fp16 pairs and all 2^32 bf16 pairs,
+ * NaN and signed zeros included, and NCCL's via-half fp8 ops for all fp8 pairs. */
 #ifndef MPCCL_REDUCE_OPS_H
 #define MPCCL_REDUCE_OPS_H
 
