@@ -18,19 +18,19 @@ mpccl_status_t mpccl_algo_alltoall_direct(mpccl_gen_t *g)
         int to = mod(me + i, n);
         sent[to] = mpccl_b_send(b, to, mpccl_ref(MPCCL_BUF_IN, (uint64_t)to * count), count, NULL, 0);
     }
-    mpccl_pool_t pool;
-    /* In place, what arrives from p may not land before my block for p is sent. */
-    mpccl_pool_init(b, &pool, g->alias && n > 1 ? (uint32_t)(n - 1 < 4 ? n - 1 : 4) : 0, count);
+    /* In place, what arrives from p may not land before my block for p is sent:
+     * it waits in its own slot of TMP (reusing slots could make the waits cyclic). */
+    uint64_t stage = g->alias && n > 1 ? mpccl_b_tmp(b, (uint64_t)(n - 1) * count) : 0;
     for (int i = 1; i < n; i++) {
         int from = mod(me - i, n);
-        mpccl_ref_t dst = mpccl_ref(MPCCL_BUF_OUT, (uint64_t)from * count), slot;
+        mpccl_ref_t dst = mpccl_ref(MPCCL_BUF_OUT, (uint64_t)from * count);
         if (!g->alias) {
             mpccl_b_recv(b, from, dst, count, NULL, 0);
             continue;
         }
-        uint32_t war, si = mpccl_pool_get(&pool, &slot, &war);
-        uint32_t rv = mpccl_b_recv(b, from, slot, count, MPCCL_DEPS(war));
-        mpccl_pool_put(&pool, si, mpccl_b_copy(b, dst, slot, count, MPCCL_DEPS(rv, sent[from])));
+        mpccl_ref_t slot = mpccl_ref(MPCCL_BUF_TMP, stage + (uint64_t)(i - 1) * count);
+        uint32_t rv = mpccl_b_recv(b, from, slot, count, NULL, 0);
+        mpccl_b_copy(b, dst, slot, count, MPCCL_DEPS(rv, sent[from]));
     }
     if (!g->alias)
         mpccl_b_copy(b, mpccl_ref(MPCCL_BUF_OUT, (uint64_t)me * count), mpccl_ref(MPCCL_BUF_IN, (uint64_t)me * count),
