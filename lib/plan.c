@@ -13,13 +13,13 @@
 /* Cost model constants: time = steps * alpha + bytes on the critical path * beta.
  * Starting values until they are fitted from mpccl-perf runs:
  *  - intra-node (host executor over UCX shared memory): ~1 us per message including
- *    our engine, ~8 GB/s for a single-copy transfer through shared memory;
+ *    our engine, ~20 GB/s for a single-copy (CMA / xpmem) transfer;
  *  - inter-node (UCX over a 100 Gb/s-class NIC, one NIC per GPU as on HGX nodes,
  *    so each rank has its own link): ~4 us per message, ~12 GB/s.
  * DIRECT_OVERHEAD is the host cost of posting one more message of an all-pairs
  * exchange; DIRECT_CONGESTION the bandwidth lost by many-to-many traffic through
  * a switch compared with neighbour traffic. */
-const mpccl_link_t mpccl_link_intra = {1.0e-6, 1.0 / 8.0e9};
+const mpccl_link_t mpccl_link_intra = {1.0e-6, 1.0 / 20.0e9};
 const mpccl_link_t mpccl_link_inter = {4.0e-6, 1.0 / 12.0e9};
 #define DIRECT_OVERHEAD 0.3e-6
 #define DIRECT_CONGESTION 1.25
