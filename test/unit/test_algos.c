@@ -312,6 +312,13 @@ static int run_case(const tcase_t *c, char *err, size_t len)
                 goto out;
             }
         }
+    /* Out of place, the input is read only (prescale works on a copy). */
+    for (int r = 0; r < n; r++)
+        for (uint64_t i = 0; !(c->in_place && ds[r][0].in_place) && i < rb[r].nin; i++)
+            if (mpccl_dtype_to_double(c->dt, rb[r].in + i * es) != rb[r].orig[i]) {
+                snprintf(err, len, "%s: rank %d input element %llu was modified", what, r, (unsigned long long)i);
+                goto out;
+            }
     /* Allreduce results are the same bits on every rank. */
     for (int r = 1; c->coll == MPCCL_COLL_ALLREDUCE && r < n; r++)
         if (c->count && memcmp(rb[r].out, rb[0].out, c->count * es)) {
@@ -394,8 +401,103 @@ ALGO_TEST(gather_direct, MPCCL_COLL_GATHER, MPCCL_ALGO_DIRECT)
 ALGO_TEST(scatter_direct, MPCCL_COLL_SCATTER, MPCCL_ALGO_DIRECT)
 ALGO_TEST(sendrecv_shift, MPCCL_COLL_SEND, MPCCL_ALGO_DIRECT)
 
-Suite *algo_suite(void);
-Suite *engine_suite(void);
+/* ---- Engine: consecutive tasks, errors, missing buffers ---------------------------- */
+
+static mpccl_topo_t flat_topo(int n, int rank, int *node_of, int *local, int *size)
+{
+    for (int r = 0; r < n; r++) node_of[r] = 0, local[r] = r;
+    size[0] = n;
+    return (mpccl_topo_t){rank, n, 1, node_of, local, size};
+}
+
+/* Three collectives per rank started back to back and progressed together: the
+ * per-peer sequence numbers must keep their messages apart. */
+START_TEST(engine_consecutive_tasks)
+{
+    enum { N = 5, K = 3, COUNT = 300 };
+    int node_of[N], local[N], size[1], ranks[N * K];
+    int32_t in[N][K][COUNT], out[N][K][COUNT];
+    mpccl_sched_t sched[N][K];
+    mpccl_task_t tasks[N * K];
+    mpccl_coll_t colls[K] = {MPCCL_COLL_ALLREDUCE, MPCCL_COLL_BROADCAST, MPCCL_COLL_ALLREDUCE};
+    mpccl_algo_t algos[K] = {MPCCL_ALGO_RING, MPCCL_ALGO_TREE, MPCCL_ALGO_RD};
+    char msg[4096];
+    sim_world_t *w = sim_create(N, seed);
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < K; k++) {
+            mpccl_topo_t t = flat_topo(N, r, node_of, local, size);
+            mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_AUTO}};
+            p.forced[colls[k]] = algos[k];
+            mpccl_coll_desc_t d = {colls[k], COUNT, ncclInt32, MPCCL_OP_SUM, 0, 0, 2, 0};
+            ck_assert_int_eq(mpccl_plan(&t, &d, &p, &sched[r][k]), MPCCL_OK);
+            for (int i = 0; i < COUNT; i++) in[r][k][i] = (int32_t)(rnd() % 1000), out[r][k][i] = -1;
+            /* Interleaved by rank so that starts of different ranks mix. */
+            tasks[k * N + r] = (mpccl_task_t){&sched[r][k], in[r][k], out[r][k], ncclInt32, MPCCL_OP_SUM, {0}, N};
+            ranks[k * N + r] = r;
+        }
+    ck_assert_msg(sim_run(w, tasks, ranks, N * K, msg, sizeof(msg)) == MPCCL_OK, "%s", msg);
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < COUNT; i++) {
+            int32_t want = 0;
+            for (int r = 0; r < N; r++) want += colls[k] == MPCCL_COLL_BROADCAST ? (r == 2) * in[2][k][i] : in[r][k][i];
+            for (int r = 0; r < N; r++) ck_assert_int_eq(out[r][k][i], want);
+        }
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < K; k++) mpccl_sched_free(&sched[r][k]);
+    sim_destroy(w);
+}
+END_TEST
+
+/* A failed transfer stops the task with its status; in-flight requests are
+ * cancelled and everything is freed (run under valgrind/ASan to see leaks). */
+START_TEST(engine_error_stops_task)
+{
+    enum { N = 4, COUNT = 1000 };
+    int node_of[N], local[N], size[1], ranks[N];
+    float in[N][COUNT], out[N][COUNT];
+    mpccl_sched_t sched[N];
+    mpccl_task_t tasks[N];
+    char msg[4096];
+    for (int fail_at = 0; fail_at < 40; fail_at += 13) {
+        sim_world_t *w = sim_create(N, seed);
+        for (int r = 0; r < N; r++) {
+            mpccl_topo_t t = flat_topo(N, r, node_of, local, size);
+            mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_RING}};
+            mpccl_coll_desc_t d = {MPCCL_COLL_ALLREDUCE, COUNT, ncclFloat32, MPCCL_OP_SUM, 0, 0, 0, 0};
+            ck_assert_int_eq(mpccl_plan(&t, &d, &p, &sched[r]), MPCCL_OK);
+            for (int i = 0; i < COUNT; i++) in[r][i] = 1.0f;
+            tasks[r] = (mpccl_task_t){&sched[r], in[r], out[r], ncclFloat32, MPCCL_OP_SUM, {0}, N};
+            ranks[r] = r;
+        }
+        sim_fail_send(w, fail_at);
+        ck_assert_int_eq(sim_run(w, tasks, ranks, N, msg, sizeof(msg)), MPCCL_ERR_REMOTE);
+        for (int r = 0; r < N; r++) mpccl_sched_free(&sched[r]);
+        sim_destroy(w);
+    }
+}
+END_TEST
+
+START_TEST(engine_rejects_missing_buffers)
+{
+    int node_of[3], local[3], size[1];
+    mpccl_topo_t t = flat_topo(3, 0, node_of, local, size);
+    mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_AUTO}};
+    mpccl_coll_desc_t d = {MPCCL_COLL_REDUCE, 10, ncclFloat32, MPCCL_OP_SUM, 0, 0, 0, 0};
+    mpccl_sched_t s;
+    float in[10];
+    uint64_t seqs[6] = {0};
+    ck_assert_int_eq(mpccl_plan(&t, &d, &p, &s), MPCCL_OK);
+    mpccl_task_t task = {&s, in, NULL, ncclFloat32, MPCCL_OP_SUM, {0}, 3}; /* root without output */
+    mpccl_exec_t *ex = NULL;
+    sim_world_t *w = sim_create(3, seed);
+    ck_assert_int_eq(mpccl_exec_start(&task, sim_transport(w, 0), 0, seqs, seqs + 3, &ex), MPCCL_ERR_ARG);
+    ck_assert_ptr_null(ex);
+    for (int i = 0; i < 6; i++) ck_assert_uint_eq(seqs[i], 0); /* counters untouched */
+    mpccl_sched_free(&s);
+    sim_destroy(w);
+}
+END_TEST
+
 
 int main(void)
 {
@@ -422,6 +524,11 @@ int main(void)
     tcase_add_test(tc, scatter_direct);
     tcase_add_test(tc, sendrecv_shift);
     suite_add_tcase(suite, tc);
+    TCase *te = tcase_create("engine");
+    tcase_add_test(te, engine_consecutive_tasks);
+    tcase_add_test(te, engine_error_stops_task);
+    tcase_add_test(te, engine_rejects_missing_buffers);
+    suite_add_tcase(suite, te);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
