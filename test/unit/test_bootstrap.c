@@ -237,6 +237,82 @@ START_TEST(socket_reused_id_fails)
 }
 END_TEST
 
+START_TEST(socket_inconsistent_ranks_fail_all)
+{
+    unsigned char id[128];
+    /* Two processes claiming the same rank. */
+    ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_OK);
+    rank_t *r = make_ranks(id, 2, 0);
+    r[1].rank = 0;
+    start(&r[0]);
+    start(&r[1]);
+    pthread_join(r[0].tid, NULL);
+    pthread_join(r[1].tid, NULL);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(r[i].st, MPCCL_ERR_REMOTE);
+        ck_assert_msg(strstr(r[i].err, "arrived twice"), "message: %s", r[i].err);
+    }
+    free(r);
+    /* Ranks that disagree on nranks. */
+    ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_OK);
+    r = make_ranks(id, 3, 0);
+    r[1].nranks = 2;
+    start(&r[0]);
+    start(&r[1]);
+    /* Both fail at once, whichever came first (rank 2 is not needed for that). */
+    for (int i = 0; i < 2; i++) {
+        pthread_join(r[i].tid, NULL);
+        ck_assert_int_eq(r[i].st, MPCCL_ERR_REMOTE);
+        ck_assert_msg(strstr(r[i].err, "nranks=2") && strstr(r[i].err, "nranks=3"),
+                      "message: %s", r[i].err);
+        ck_assert_msg(r[i].ms < 5000, "took %lld ms", (long long)r[i].ms);
+    }
+    free(r);
+}
+END_TEST
+
+typedef struct {
+    rank_t base;
+    size_t bytes;
+} mismatch_t;
+
+static void *mismatch_rank(void *p)
+{
+    mismatch_t *m = p;
+    mpccl_bootstrap_t bs;
+    char buf[64];
+    m->base.st = mpccl_socket_bootstrap_create(m->base.id, m->base.rank, 2, &bs);
+    if (m->base.st == MPCCL_OK) {
+        m->base.st = mpccl_bootstrap_allgather(&bs, buf, m->bytes);
+        snprintf(m->base.err, sizeof(m->base.err), "%s", mpccl_last_error());
+        /* Out of step for good: later collectives fail at once. */
+        if (mpccl_bootstrap_barrier(&bs) != MPCCL_ERR_REMOTE) m->base.bad++;
+        mpccl_bootstrap_close(&bs);
+    }
+    return NULL;
+}
+
+START_TEST(socket_allgather_size_mismatch)
+{
+    unsigned char id[128];
+    ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_OK);
+    mismatch_t m[2];
+    memset(m, 0, sizeof(m));
+    for (int i = 0; i < 2; i++) {
+        memcpy(m[i].base.id, id, 128);
+        m[i].base.rank = i;
+        m[i].bytes = 4 + 4 * (size_t)i;
+        ck_assert_int_eq(pthread_create(&m[i].base.tid, NULL, mismatch_rank, &m[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(m[i].base.tid, NULL);
+        ck_assert_int_eq(m[i].base.st, MPCCL_ERR_USAGE);
+        ck_assert_msg(strstr(m[i].base.err, "out of step"), "message: %s", m[i].base.err);
+        ck_assert_uint_eq(m[i].base.bad, 0);
+    }
+}
+END_TEST
+
 /* A port nothing listens on right now (the kernel picked it as free). */
 static int free_port(int family)
 {
@@ -589,6 +665,8 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, socket_wrong_magic_rejected);
     tcase_add_test(tc, socket_missing_rank_times_out);
     tcase_add_test(tc, socket_reused_id_fails);
+    tcase_add_test(tc, socket_inconsistent_ranks_fail_all);
+    tcase_add_test(tc, socket_allgather_size_mismatch);
     tcase_add_test(tc, socket_comm_id_ipv4);
     tcase_add_test(tc, socket_comm_id_ipv6);
     tcase_add_test(tc, socket_bad_args);
