@@ -24,6 +24,7 @@ const mpccl_link_t mpccl_link_inter = {4.0e-6, 1.0 / 12.0e9};
 #define DIRECT_OVERHEAD 0.3e-6
 #define DIRECT_CONGESTION 1.25
 #define COST_NEVER 1e30
+#define MAX_PIPELINE_CHUNKS 1024 /* bounds schedule length: steps ~ chunks x ranks */
 
 static const char *const algo_names[MPCCL_NUM_ALGOS] = {"auto", "ring", "rd", "tree", "direct", "hier"};
 static const char *const coll_names[MPCCL_NUM_COLLS] = {"allreduce", "broadcast", "reduce", "allgather",
@@ -388,7 +389,9 @@ mpccl_status_t mpccl_plan(const mpccl_topo_t *topo, const mpccl_coll_desc_t *d, 
         free(world);
         return st;
     }
-    uint64_t chunk = p->chunk_bytes / mpccl_dtype_size(d->dt);
+    /* Huge buffers get larger chunks rather than ever longer schedules. */
+    uint64_t chunk = p->chunk_bytes / mpccl_dtype_size(d->dt), least = mpccl_div_up(d->count, MAX_PIPELINE_CHUNKS);
+    if (chunk < least) chunk = least;
     mpccl_gen_t g = {&b, d, topo, chunk ? chunk : 1, d->in_place && !d->prescale, {n, topo->rank, world}};
     st = generator(d->coll, a)(&g);
     if (st != MPCCL_OK && b.st == MPCCL_OK) b.st = st;

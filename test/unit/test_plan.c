@@ -222,6 +222,15 @@ START_TEST(plan_arguments_and_trivial_cases)
             ck_assert_uint_eq(s.tmp_elems, 0);
             mpccl_sched_free(&s);
         }
+    /* Huge counts: chunks grow so that schedules stay short. */
+    for (int c = MPCCL_COLL_ALLREDUCE; c <= MPCCL_COLL_REDUCE; c++) {
+        d = desc((mpccl_coll_t)c, 1ull << 36);
+        p.forced[c] = MPCCL_ALGO_RING;
+        ck_assert_int_eq(mpccl_plan(make_topo(&b, 1, 8, 0, 3), &d, &p, &s), MPCCL_OK);
+        ck_assert_uint_lt(s.nsteps, 20000);
+        ck_assert_uint_gt(s.nsteps, 1000); /* still pipelined */
+        mpccl_sched_free(&s);
+    }
     /* prescale: the executor must scale exactly the input the schedule reads. */
     d = desc(MPCCL_COLL_REDUCESCATTER, 10);
     d.prescale = 1;
