@@ -83,7 +83,8 @@ static mpccl_status_t barrier_locked(mpccl_inproc_group_t *g, int rank, const ch
 {
     if (g->failed)
         return mpccl_fail(MPCCL_ERR_REMOTE,
-                          "in-process bootstrap rank %d: the group failed earlier (%s)", rank, what);
+                          "in-process bootstrap rank %d: the group failed earlier (%s)", rank,
+                          what);
     uint64_t gen = g->gen;
     if (++g->arrived == g->nranks) {
         g->arrived = 0;

@@ -219,8 +219,9 @@ static mpccl_status_t form_ring(sock_bs_t *s, int listen_fd, int rank, int nrank
     int refused_s = timeout_s < MPCCL_REFUSED_RETRY_S ? timeout_s : MPCCL_REFUSED_RETRY_S;
     int e = mpccl_socket_connect(next, deadline, now + (int64_t)refused_s * 1000, &s->next_fd);
     if (e)
-        return mpccl_fail(MPCCL_ERR_REMOTE, "bootstrap rank %d: cannot connect to rank %d at %s: %s",
-                          rank, n, s->next_str, strerror(e));
+        return mpccl_fail(MPCCL_ERR_REMOTE,
+                          "bootstrap rank %d: cannot connect to rank %d at %s: %s", rank, n,
+                          s->next_str, strerror(e));
     ring_hello_t h = {.magic = s->magic, .rank = rank, .reserved = 0};
     snprintf(what, sizeof(what), "rank %d's ring hello to rank %d at %s", rank, n, s->next_str);
     MPCCL_CHECK(mpccl_socket_send_all(s->next_fd, &h, sizeof(h), deadline, what));

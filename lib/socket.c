@@ -201,22 +201,29 @@ mpccl_status_t mpccl_socket_find_interface(mpccl_sockaddr_t *addr, char *name, s
     if (k < 0) {
         char list[512] = "";
         size_t off = 0;
-        for (int i = 0; i < n && off < sizeof(list) - 40; i++)
-            off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "",
-                                    cands[i].name);
+        for (int i = 0; i < n && off < sizeof(list) - 40; i++) {
+            int seen = 0; /* an interface with IPv4 and IPv6 is listed once */
+            for (int j = 0; j < i; j++) seen |= !strcmp(cands[j].name, cands[i].name);
+            if (!seen)
+                off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", off ? ", " : "",
+                                        cands[i].name);
+        }
         free(cands);
         return mpccl_fail(MPCCL_ERR_SYSTEM,
-                          "no usable network interface for the bootstrap (MPCCL_SOCKET_IFNAME=%s); "
-                          "up interfaces: %s",
-                          spec ? spec : "<unset>", n ? list : "none");
+                          "no usable network interface for the bootstrap (MPCCL_SOCKET_IFNAME or "
+                          "NCCL_SOCKET_IFNAME: '%s'); up interfaces: %s",
+                          spec ? spec : "", n ? list : "none");
     }
     *addr = cands[k].addr;
     if (addr->sa.sa_family == AF_INET) addr->in.sin_port = 0;
     else addr->in6.sin6_port = 0;
     snprintf(name, namelen, "%s", cands[k].name);
     char s[MPCCL_SOCKADDR_STRLEN];
-    MPCCL_INFO(MPCCL_SUB_INIT | MPCCL_SUB_BOOT, "bootstrap: using interface %s (%s)%s%s", name,
-               mpccl_sockaddr_str(addr, s), spec ? ", MPCCL_SOCKET_IFNAME=" : "", spec ? spec : "");
+    mpccl_sockaddr_str(addr, s);
+    *strrchr(s, ':') = '\0'; /* the port is not chosen yet */
+    MPCCL_INFO(MPCCL_SUB_INIT | MPCCL_SUB_BOOT, "bootstrap: using interface %s, address %s%s%s",
+               name, s, spec ? ", selected by SOCKET_IFNAME " : " (automatic choice)",
+               spec ? spec : "");
     free(cands);
     return MPCCL_OK;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bootstrap.h"
@@ -309,6 +310,57 @@ START_TEST(socket_allgather_size_mismatch)
         ck_assert_int_eq(m[i].base.st, MPCCL_ERR_USAGE);
         ck_assert_msg(strstr(m[i].base.err, "out of step"), "message: %s", m[i].base.err);
         ck_assert_uint_eq(m[i].base.bad, 0);
+    }
+}
+END_TEST
+
+START_TEST(socket_ifname_setting)
+{
+    setenv("MPCCL_SOCKET_IFNAME", "=lo", 1);
+    unsigned char id[128];
+    ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_OK);
+    mpccl_socket_id_t sid;
+    mpccl_sockaddr_t a;
+    memcpy(&sid, id, sizeof(sid));
+    memcpy(&a, sid.addr, sizeof(a));
+    char str[MPCCL_SOCKADDR_STRLEN];
+    ck_assert_msg(a.sa.sa_family == AF_INET && ntohl(a.in.sin_addr.s_addr) == INADDR_LOOPBACK,
+                  "root at %s, expected the loopback interface", mpccl_sockaddr_str(&a, str));
+    run_comm(id, 3);
+}
+END_TEST
+
+START_TEST(socket_ifname_none_matches)
+{
+    setenv("NCCL_SOCKET_IFNAME", "=no_such_if0", 1);
+    unsigned char id[128];
+    ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_ERR_SYSTEM);
+    ck_assert_msg(strstr(mpccl_last_error(), "no_such_if0") && strstr(mpccl_last_error(), "lo"),
+                  "message: %s", mpccl_last_error());
+}
+END_TEST
+
+/* Ranks as processes: the id crosses a fork like it crosses MPI_Bcast. */
+START_TEST(socket_processes)
+{
+    enum { N = 4 };
+    unsigned char id[128];
+    ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_OK);
+    pid_t pid[N];
+    for (int i = 0; i < N; i++) {
+        pid[i] = fork();
+        ck_assert_int_ge(pid[i], 0);
+        if (pid[i] == 0) {
+            rank_t *r = make_ranks(id, N, 1);
+            socket_rank(&r[i]);
+            if (r[i].st != MPCCL_OK || r[i].bad) fprintf(stderr, "rank %d: %s\n", i, r[i].err);
+            _exit(r[i].st != MPCCL_OK || r[i].bad ? 1 : 0);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        int status = 0;
+        ck_assert_int_eq(waitpid(pid[i], &status, 0), pid[i]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank process %d failed", i);
     }
 }
 END_TEST
@@ -667,6 +719,9 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, socket_reused_id_fails);
     tcase_add_test(tc, socket_inconsistent_ranks_fail_all);
     tcase_add_test(tc, socket_allgather_size_mismatch);
+    tcase_add_test(tc, socket_ifname_setting);
+    tcase_add_test(tc, socket_ifname_none_matches);
+    tcase_add_test(tc, socket_processes);
     tcase_add_test(tc, socket_comm_id_ipv4);
     tcase_add_test(tc, socket_comm_id_ipv6);
     tcase_add_test(tc, socket_bad_args);
