@@ -1,0 +1,119 @@
+/* The device form of a schedule and of the links between ranks: the contract
+ * between the host side of the GPU executor (lib/gpu_*.c, lib/proxy.c) and the
+ * device engine (lib/kernels/engine.cu).  Plain C, included by C and CUDA.
+ * See doc/GPU_DESIGN.md. */
+#ifndef MPCCL_DEVPLAN_H
+#define MPCCL_DEVPLAN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Step kinds and buffer ids are those of lib/schedule.h (MPCCL_STEP_*, MPCCL_BUF_*). */
+
+/* One step as the device reads it (32-bit fields where the host form has wider
+ * ones that cannot exceed 32 bits). */
+typedef struct mpccl_dev_step {
+    uint8_t kind;       /* MPCCL_STEP_* */
+    uint8_t dst_buf, src0_buf, src1_buf; /* MPCCL_BUF_* */
+    int32_t peer;       /* SEND/RECV: communicator rank */
+    uint32_t dep_first; /* into mpccl_dev_plan_t.deps */
+    uint32_t ndeps;
+    uint64_t count;     /* elements */
+    uint64_t dst_off, src0_off, src1_off; /* elements */
+} mpccl_dev_step_t;
+
+/* A dependency.  local = 1: the dependent step accesses exactly the element
+ * ranges the earlier step accessed where they overlap (same buffer, offset and
+ * count), so CTA g only needs its own part of the earlier step done.  local = 0:
+ * wait until every CTA finished the earlier step (its completion counter). */
+typedef struct mpccl_dev_dep {
+    uint32_t step;
+    uint32_t local;
+} mpccl_dev_dep_t;
+
+/* A plan in device memory: immutable after upload, except the counters, which
+ * only grow (so replaying a captured graph needs no reset). */
+typedef struct mpccl_dev_plan {
+    const mpccl_dev_step_t *steps;
+    const mpccl_dev_dep_t *deps;
+    uint32_t nsteps;
+    uint32_t window;          /* steps a CTA keeps in progress at once */
+    uint32_t *step_done;      /* [nsteps] CTAs that finished the step, ever */
+    uint32_t *launches;       /* [1] launches begun: epoch = value at kernel start */
+    uint32_t *ctas_finished;  /* [1] CTAs finished, ever: the last CTA of a launch
+                               * (ctas_finished % nctas == 0 after its add)
+                               * advances *launches */
+} mpccl_dev_plan_t;
+
+/* Link kinds (per peer). */
+enum {
+    MPCCL_LINK_NONE = 0, /* this rank itself, or a peer never messaged */
+    MPCCL_LINK_NVLINK,   /* same node, peer device memory mapped (CUDA IPC / P2P) */
+    MPCCL_LINK_HOST,     /* same node without P2P: mailbox in shared pinned host memory */
+    MPCCL_LINK_PROXY     /* other node: pinned host staging driven by the proxy thread */
+};
+
+/* Where this rank writes to and reads from one peer.  Arrays are indexed
+ * [cta][slot] (slot < nslots) and each slot holds slot_bytes.  Piece p of a
+ * (pair, cta) channel uses slot p % nslots; ready/len hold p + 1 / the byte count
+ * of the piece once it is there; ack holds the number of pieces consumed. */
+typedef struct mpccl_dev_link {
+    uint32_t kind;
+    uint32_t pad;
+    /* sending to the peer */
+    char *tx_slots;                  /* in the peer's mailbox (NVLINK/HOST) or local staging (PROXY) */
+    volatile uint32_t *tx_ready;     /* [cta][slot], next to tx_slots */
+    volatile uint32_t *tx_len;       /* [cta][slot] */
+    volatile uint32_t *tx_ack;       /* [cta], in this rank's memory; the peer (or proxy) writes it */
+    /* receiving from the peer */
+    const char *rx_slots;            /* in this rank's mailbox / staging */
+    volatile uint32_t *rx_ready;     /* [cta][slot] */
+    volatile uint32_t *rx_len;       /* [cta][slot] */
+    volatile uint32_t *rx_ack;       /* [cta], in the peer's memory (or staging for the proxy) */
+} mpccl_dev_link_t;
+
+/* Per communicator, in device memory. */
+typedef struct mpccl_dev_comm {
+    int32_t rank, nranks;
+    uint32_t nctas;      /* G: CTAs per launch, equal on every rank */
+    uint32_t nslots;     /* K */
+    uint32_t slot_bytes; /* bytes per slot (per CTA), a multiple of 16 */
+    uint32_t pad;
+    const mpccl_dev_link_t *links; /* [nranks] */
+    uint32_t *tx_seq;    /* [nranks][nctas] pieces sent to each peer, ever */
+    uint32_t *rx_seq;    /* [nranks][nctas] pieces received from each peer, ever */
+} mpccl_dev_comm_t;
+
+/* What one launch needs (passed by value as the kernel argument). */
+typedef struct mpccl_engine_args {
+    const mpccl_dev_comm_t *comm; /* device pointer */
+    const mpccl_dev_plan_t *plan; /* device pointer */
+    void *buf[3];                 /* IN, OUT, TMP: device-accessible pointers */
+    int32_t dtype;                /* ncclDataType_t */
+    int32_t op;                   /* mpccl_op_t */
+    uint64_t divisor;             /* STEP_DIVIDE */
+    unsigned char scalar[8];      /* STEP_SCALE: one element of dtype */
+} mpccl_engine_args_t;
+
+/* Partition of a step's count among the CTAs: CTA g owns elements
+ * [begin, end).  Both ends of a message compute it the same way. */
+static inline void mpccl_dev_partition(uint64_t count, uint32_t elem_size, uint32_t nctas, uint32_t g,
+                                       uint64_t *begin, uint64_t *end)
+{
+    uint64_t align = elem_size >= 16 ? 1 : 16 / elem_size; /* 16-byte multiples */
+    uint64_t per = (count + nctas - 1) / nctas;
+    per = (per + align - 1) / align * align;
+    uint64_t b = per * g, e = b + per;
+    if (b > count) b = count;
+    if (e > count) e = count;
+    *begin = b;
+    *end = e;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
