@@ -1,0 +1,36 @@
+/* UCX internals shared by the files of lib/ucx/: the process-wide context and the
+ * private area UCX reserves inside each of its requests for us. */
+#ifndef MPCCL_UCX_H
+#define MPCCL_UCX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+#include "status.h"
+#include "transport.h"
+
+/* Lives inside every UCX request (ucp_params_t.request_size): ties an in-flight
+ * UCX operation to its caller's mpccl_req_t without a separate allocation, and
+ * lets cancel detach the caller from a send UCX cannot cancel. */
+typedef struct mpccl_ucx_op {
+    mpccl_req_t *owner;          /* NULL once detached (cancelled send) */
+    struct mpccl_ucx_tp *tp;     /* the transport whose list holds this op */
+    struct mpccl_ucx_op *prev, *next;
+    uint64_t tag;
+    size_t bytes;
+    int peer;
+    int is_recv;
+} mpccl_ucx_op_t;
+
+/* The process-wide context, created on first use (thread-safe); later calls
+ * return the same one or the same error. */
+mpccl_status_t mpccl_ucx_context(ucp_context_h *out);
+/* Whether the context was created with UCP_FEATURE_WAKEUP (workers have an
+ * event fd to sleep on). */
+int mpccl_ucx_has_wakeup(void);
+/* Whether UCX reports CUDA device memory among its memory types (send GPU
+ * buffers directly instead of staging them through host memory).  Creates the
+ * context if needed; 0 if it cannot be created. */
+int mpccl_ucx_supports_cuda(void);
+
+#endif

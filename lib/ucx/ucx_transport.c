@@ -1,0 +1,523 @@
+/* The UCX transport: one ucp_worker per communicator, tagged send/recv over
+ * eagerly created endpoints (self included), and a close that never hangs. */
+#define _GNU_SOURCE /* ppoll, open_memstream */
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "config.h"
+#include "log.h"
+#include "ucx.h"
+
+typedef struct mpccl_ucx_peer {
+    ucp_ep_h ep;
+    struct mpccl_ucx_tp *tp;
+    int rank;
+    int failed;      /* UCX reported the connection broken: requests end in REMOTE */
+    int force_close; /* close: a send is still in flight on this endpoint */
+} mpccl_ucx_peer_t;
+
+typedef struct mpccl_ucx_tp {
+    mpccl_transport_t pub;
+    ucp_worker_h worker;
+    int efd;                  /* worker event fd; -1 without WAKEUP */
+    mpccl_ucx_peer_t *peers;  /* nranks entries */
+    mpccl_ucx_op_t inflight;  /* sentinel of the list of tagged ops in flight */
+    int failures_pending;     /* a peer failed: cancel its receives in progress() */
+    long close_timeout_ms;
+    long idle_ns;
+    long spin_ns;
+    int64_t idle_since;       /* first idle() since progress last did something; 0: none */
+    ucp_err_handling_mode_t err_mode;
+} mpccl_ucx_tp_t;
+
+/* MPCCL_UCX_IDLE_US: longest sleep of idle() on the worker's event fd (0: only
+ * yield).  Read here until it joins lib/config.c's table. */
+static long idle_us_setting(void)
+{
+    const char *v = getenv("MPCCL_UCX_IDLE_US");
+    if (v == NULL || *v == '\0') return 1000;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return (*end == '\0' && x >= 0 && x <= 1000000) ? x : 1000;
+}
+
+/* MPCCL_UCX_ERR_MODE: "peer" (default) asks UCX to detect failed peers, which
+ * UCX 1.13 supports only on network transports (tcp, ib): same-host peers then
+ * talk over tcp loopback instead of shared memory.  "none" lets UCX use shm,
+ * cma and self, but a dead peer is then noticed only by operation timeouts. */
+static ucp_err_handling_mode_t err_mode_setting(void)
+{
+    const char *v = getenv("MPCCL_UCX_ERR_MODE");
+    if (v && strcmp(v, "none") == 0) return UCP_ERR_HANDLING_MODE_NONE;
+    if (v && *v && strcmp(v, "peer") != 0)
+        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_UCX_ERR_MODE=%s is neither peer nor none; using peer", v);
+    return UCP_ERR_HANDLING_MODE_PEER;
+}
+
+/* MPCCL_UCX_SPIN_US: how long idle() only yields before it sleeps. */
+static long spin_us_setting(void)
+{
+    const char *v = getenv("MPCCL_UCX_SPIN_US");
+    if (v == NULL || *v == '\0') return 50;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return (*end == '\0' && x >= 0 && x <= 1000000) ? x : 50;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- completion ---- */
+
+static void list_add(mpccl_ucx_tp_t *tp, mpccl_ucx_op_t *op)
+{
+    op->next = tp->inflight.next;
+    op->prev = &tp->inflight;
+    tp->inflight.next->prev = op;
+    tp->inflight.next = op;
+}
+
+static void list_del(mpccl_ucx_op_t *op)
+{
+    op->prev->next = op->next;
+    op->next->prev = op->prev;
+    op->prev = op->next = NULL;
+}
+
+/* Records the first failure seen on a connection; later requests on it end in
+ * MPCCL_ERR_REMOTE without repeating the message. */
+static void peer_failed(mpccl_ucx_tp_t *tp, int peer, ucs_status_t st)
+{
+    mpccl_ucx_peer_t *p = &tp->peers[peer];
+    if (p->failed) return;
+    p->failed = 1;
+    tp->failures_pending = 1;
+    mpccl_fail(MPCCL_ERR_REMOTE, "UCX connection from rank %d to rank %d failed: %s",
+               tp->pub.rank, peer, ucs_status_string(st));
+}
+
+static mpccl_status_t map_status(mpccl_ucx_tp_t *tp, int peer, uint64_t tag, size_t bytes,
+                                 ucs_status_t st)
+{
+    if (st == UCS_OK) return MPCCL_OK;
+    if (st == UCS_ERR_MESSAGE_TRUNCATED)
+        return mpccl_fail(MPCCL_ERR_INTERNAL,
+                          "rank %d: message from rank %d with tag %#llx is larger than the "
+                          "%zu-byte receive posted for it",
+                          tp->pub.rank, peer, (unsigned long long)tag, bytes);
+    /* Cancelled by the caller, by a peer failure or by close: the reason was
+     * reported where it happened. */
+    if (st == UCS_ERR_CANCELED) return MPCCL_ERR_REMOTE;
+    peer_failed(tp, peer, st); /* any other error means the connection broke */
+    return MPCCL_ERR_REMOTE;
+}
+
+static void finish(mpccl_req_t *req, mpccl_status_t st)
+{
+    req->status = st;
+    req->impl = NULL;
+    __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
+}
+
+static void op_complete(void *request, ucs_status_t st)
+{
+    mpccl_ucx_op_t *op = request;
+    mpccl_ucx_tp_t *tp = op->tp;
+    mpccl_status_t ms = map_status(tp, op->peer, op->tag, op->bytes, st);
+    list_del(op);
+    if (op->owner) finish(op->owner, ms);
+    op->owner = NULL;
+    op->tp = NULL;
+    ucp_request_free(request);
+}
+
+static void send_cb(void *request, ucs_status_t st, void *user_data)
+{
+    (void)user_data;
+    op_complete(request, st);
+}
+
+static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
+                    void *user_data)
+{
+    (void)info;
+    (void)user_data;
+    op_complete(request, st);
+}
+
+/* What an nbx call returned: done now, failed now, or a request to track. */
+static void track(mpccl_ucx_tp_t *tp, ucs_status_ptr_t sp, mpccl_req_t *req, int peer,
+                  uint64_t tag, size_t bytes, int is_recv)
+{
+    if (sp == NULL) {
+        finish(req, MPCCL_OK);
+        return;
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        finish(req, map_status(tp, peer, tag, bytes, UCS_PTR_STATUS(sp)));
+        return;
+    }
+    /* UCX runs callbacks only from progress/cancel, so filling the op after the
+     * call returned is race-free (the worker is used by one thread at a time). */
+    mpccl_ucx_op_t *op = sp;
+    op->owner = req;
+    op->tp = tp;
+    op->tag = tag;
+    op->bytes = bytes;
+    op->peer = peer;
+    op->is_recv = is_recv;
+    list_add(tp, op);
+    req->impl = op;
+}
+
+/* ---- operations ---- */
+
+static mpccl_status_t check_peer(mpccl_ucx_tp_t *tp, int peer, mpccl_req_t *req)
+{
+    if (req == NULL) return mpccl_fail(MPCCL_ERR_INTERNAL, "UCX transport: request is NULL");
+    if (peer < 0 || peer >= tp->pub.nranks) {
+        mpccl_status_t st = mpccl_fail(MPCCL_ERR_INTERNAL, "UCX transport: peer %d out of range [0,%d)",
+                                       peer, tp->pub.nranks);
+        finish(req, st);
+        return st;
+    }
+    req->done = 0;
+    req->status = MPCCL_OK;
+    req->impl = NULL;
+    return MPCCL_OK;
+}
+
+static void set_params(ucp_request_param_t *prm)
+{
+    memset(prm, 0, sizeof(*prm));
+    prm->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_DATATYPE;
+    prm->datatype = ucp_dt_make_contig(1);
+}
+
+/* Errors of the communication itself (truncation, a failed peer) arrive on the
+ * request; the return value reports only misuse. */
+static mpccl_status_t ucx_isend(mpccl_transport_t *t, int peer, uint64_t tag, const void *buf,
+                                size_t bytes, mpccl_req_t *req)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    MPCCL_CHECK(check_peer(tp, peer, req));
+    if (tp->peers[peer].failed) {
+        finish(req, MPCCL_ERR_REMOTE);
+        return MPCCL_OK;
+    }
+    ucp_request_param_t prm;
+    set_params(&prm);
+    prm.cb.send = send_cb;
+    ucs_status_ptr_t sp = ucp_tag_send_nbx(tp->peers[peer].ep, buf, bytes, tag, &prm);
+    track(tp, sp, req, peer, tag, bytes, 0);
+    return MPCCL_OK;
+}
+
+/* Tags carry the source rank, so one worker-wide receive with the full mask
+ * matches the right peer; peer only names it in errors and failure handling. */
+static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, void *buf,
+                                size_t bytes, mpccl_req_t *req)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    MPCCL_CHECK(check_peer(tp, peer, req));
+    if (tp->peers[peer].failed) {
+        finish(req, MPCCL_ERR_REMOTE);
+        return MPCCL_OK;
+    }
+    ucp_request_param_t prm;
+    set_params(&prm);
+    prm.cb.recv = recv_cb;
+    ucs_status_ptr_t sp = ucp_tag_recv_nbx(tp->worker, buf, bytes, tag, (ucp_tag_t)-1, &prm);
+    track(tp, sp, req, peer, tag, bytes, 1);
+    return MPCCL_OK;
+}
+
+/* Receives from a failed peer would never match: end them (outside UCX's
+ * callbacks, which must not re-enter the worker). */
+static int cancel_failed_recvs(mpccl_ucx_tp_t *tp)
+{
+    int n = 0;
+    tp->failures_pending = 0;
+    mpccl_ucx_op_t *op = tp->inflight.next, *next;
+    for (; op != &tp->inflight; op = next) {
+        next = op->next;
+        if (op->is_recv && tp->peers[op->peer].failed) {
+            ucp_request_cancel(tp->worker, op);
+            n++;
+        }
+    }
+    return n;
+}
+
+static int ucx_progress(mpccl_transport_t *t)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    int n = (int)ucp_worker_progress(tp->worker);
+    if (tp->failures_pending) n += cancel_failed_recvs(tp);
+    if (n > 0) tp->idle_since = 0;
+    return n;
+}
+
+/* Yields for the first spin_ns of a wait (a reply usually comes within
+ * microseconds, and sleeping on the fd costs a wake-up on both sides), then
+ * sleeps on the worker's event fd for at most idle_ns: wakes as soon as a
+ * message arrives, yet frees the core for oversubscribed ranks. */
+static void ucx_idle(mpccl_transport_t *t)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    int64_t now = now_ns();
+    if (tp->idle_since == 0) tp->idle_since = now;
+    if (tp->efd < 0 || tp->idle_ns == 0 || now - tp->idle_since < tp->spin_ns) {
+        sched_yield();
+        return;
+    }
+    ucs_status_t st = ucp_worker_arm(tp->worker);
+    if (st != UCS_OK) { /* UCS_ERR_BUSY: events wait to be progressed */
+        sched_yield();
+        return;
+    }
+    struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = tp->idle_ns / 1000000000, .tv_nsec = tp->idle_ns % 1000000000};
+    ppoll(&pfd, 1, &ts, NULL);
+}
+
+/* A receive UCX cancels at once; a send UCX cannot cancel, so the caller is
+ * detached from it (its request ends now) and UCX finishes or drops it by
+ * close.  Until then UCX may still read the send buffer. */
+static void ucx_cancel(mpccl_transport_t *t, mpccl_req_t *req)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    if (req == NULL || req->done || req->impl == NULL) return;
+    mpccl_ucx_op_t *op = req->impl;
+    ucp_request_cancel(tp->worker, op);
+    if (!req->done && !op->is_recv) {
+        op->owner = NULL;
+        finish(req, MPCCL_ERR_REMOTE);
+    }
+}
+
+/* ---- close ---- */
+
+/* Progresses until request sp completes or the deadline passes; releases it
+ * either way.  Returns 1 when it completed. */
+static int wait_bounded(mpccl_ucx_tp_t *tp, ucs_status_ptr_t sp, int64_t deadline)
+{
+    if (sp == NULL) return 1;
+    if (UCS_PTR_IS_ERR(sp)) return 0;
+    int complete;
+    while (!(complete = ucp_request_check_status(sp) != UCS_INPROGRESS) && now_ns() < deadline)
+        if (ucp_worker_progress(tp->worker) == 0) sched_yield();
+    ucp_request_free(sp);
+    return complete;
+}
+
+static void ucx_close(mpccl_transport_t *t, int force)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    int nranks = t->nranks, i;
+    int64_t deadline = now_ns() + (force ? 0 : tp->close_timeout_ms * 1000000);
+    int flushed = 0;
+    ucp_request_param_t prm;
+    memset(&prm, 0, sizeof(prm));
+    if (!force) flushed = wait_bounded(tp, ucp_worker_flush_nbx(tp->worker, &prm), deadline);
+    if (!force && !flushed)
+        MPCCL_WARN(MPCCL_SUB_NET, "rank %d: UCX flush did not finish in %ld ms; closing endpoints by force",
+                   t->rank, tp->close_timeout_ms);
+    /* Pending receives would never complete once the worker is gone. */
+    for (mpccl_ucx_op_t *op = tp->inflight.next, *next; op != &tp->inflight; op = next) {
+        next = op->next;
+        if (op->is_recv) ucp_request_cancel(tp->worker, op);
+    }
+    /* A send still in flight (cancelled, or never matched) would keep a flushing
+     * close waiting: only a forced close releases it. */
+    for (mpccl_ucx_op_t *op = tp->inflight.next; op != &tp->inflight; op = op->next)
+        if (!op->is_recv) tp->peers[op->peer].force_close = 1;
+    void **closing = calloc((size_t)nranks, sizeof(void *));
+    for (i = 0; i < nranks; i++) {
+        mpccl_ucx_peer_t *p = &tp->peers[i];
+        if (p->ep == NULL) continue;
+        prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        prm.flags = (force || !flushed || p->failed || p->force_close) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        ucs_status_ptr_t sp = ucp_ep_close_nbx(p->ep, &prm);
+        p->ep = NULL;
+        if (closing && sp && !UCS_PTR_IS_ERR(sp)) closing[i] = sp;
+        else if (sp && !UCS_PTR_IS_ERR(sp)) ucp_request_free(sp);
+    }
+    int late = 0;
+    for (i = 0; closing && i < nranks; i++)
+        if (closing[i] && !wait_bounded(tp, closing[i], deadline)) late++;
+    free(closing);
+    if (late)
+        MPCCL_INFO(MPCCL_SUB_NET, "rank %d: %d UCX endpoints did not close in time; dropped",
+                   t->rank, late);
+    /* Whatever is still in flight dies with the worker: its callers must not wait. */
+    while (tp->inflight.next != &tp->inflight) {
+        mpccl_ucx_op_t *op = tp->inflight.next;
+        list_del(op);
+        if (op->owner) finish(op->owner, MPCCL_ERR_REMOTE);
+        op->owner = NULL;
+        op->tp = NULL;
+    }
+    ucp_worker_destroy(tp->worker);
+    free(tp->peers);
+    free(tp);
+}
+
+/* ---- create ---- */
+
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+    (void)ep;
+    mpccl_ucx_peer_t *p = arg;
+    peer_failed(p->tp, p->rank, st);
+}
+
+/* The lanes UCX picked for this endpoint, one INFO line (only when logged). */
+static void log_ep(mpccl_ucx_tp_t *tp, int peer)
+{
+    if (!MPCCL_LOG_ON(MPCCL_LOG_INFO)) return;
+    char *text = NULL, line[512];
+    size_t len = 0, used = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL) return;
+    ucp_ep_print_info(tp->peers[peer].ep, f);
+    fclose(f);
+    line[0] = '\0';
+    for (char *s = text, *e; s && *s; s = e ? e + 1 : NULL) {
+        e = strchr(s, '\n');
+        if (e) *e = '\0';
+        char *lane = strstr(s, "lane[");
+        if (lane && used < sizeof(line))
+            used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s", used ? "; " : "",
+                                     lane);
+    }
+    MPCCL_INFO(MPCCL_SUB_NET, "rank %d -> %d UCX lanes: %s", tp->pub.rank, peer, line);
+    free(text);
+}
+
+static mpccl_status_t exchange_addresses(mpccl_ucx_tp_t *tp, mpccl_bootstrap_t *bs,
+                                         unsigned char **all, size_t *stride)
+{
+    int n = bs->nranks;
+    ucp_address_t *addr;
+    size_t len;
+    ucs_status_t us = ucp_worker_get_address(tp->worker, &addr, &len);
+    if (us != UCS_OK)
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "ucp_worker_get_address: %s", ucs_status_string(us));
+    mpccl_status_t st = MPCCL_OK;
+    unsigned char *buf = NULL;
+    uint64_t *lens = calloc((size_t)n, sizeof(uint64_t));
+    if (lens == NULL) {
+        st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d address lengths", n);
+        goto out;
+    }
+    lens[bs->rank] = len;
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(bs, lens, sizeof(uint64_t)), st, out);
+    size_t max = 0;
+    for (int i = 0; i < n; i++) max = lens[i] > max ? lens[i] : max;
+    buf = calloc((size_t)n, max);
+    if (buf == NULL) {
+        st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d UCX addresses of %zu bytes", n, max);
+        goto out;
+    }
+    memcpy(buf + (size_t)bs->rank * max, addr, len);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(bs, buf, max), st, out);
+    *all = buf;
+    *stride = max;
+    buf = NULL;
+out:
+    free(buf);
+    free(lens);
+    ucp_worker_release_address(tp->worker, addr);
+    return st;
+}
+
+static mpccl_status_t connect_all(mpccl_ucx_tp_t *tp, const unsigned char *all, size_t stride)
+{
+    for (int i = 0; i < tp->pub.nranks; i++) {
+        mpccl_ucx_peer_t *p = &tp->peers[i];
+        ucp_ep_params_t ep;
+        memset(&ep, 0, sizeof(ep));
+        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.address = (const ucp_address_t *)(all + (size_t)i * stride);
+        ep.err_mode = tp->err_mode;
+        ep.err_handler.cb = ep_error;
+        ep.err_handler.arg = p;
+        ucs_status_t us = ucp_ep_create(tp->worker, &ep, &p->ep);
+        if (us != UCS_OK) {
+            p->ep = NULL;
+            return mpccl_fail(MPCCL_ERR_SYSTEM, "rank %d: UCX endpoint to rank %d: %s",
+                              tp->pub.rank, i, ucs_status_string(us));
+        }
+        log_ep(tp, i);
+    }
+    return MPCCL_OK;
+}
+
+static const struct mpccl_transport_ops ucx_ops = {
+    .isend = ucx_isend,
+    .irecv = ucx_irecv,
+    .progress = ucx_progress,
+    .idle = ucx_idle,
+    .cancel = ucx_cancel,
+    .close = ucx_close,
+    .put = NULL,
+    .atomic_add = NULL,
+};
+
+mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out)
+{
+    ucp_context_h ctx;
+    MPCCL_CHECK(mpccl_ucx_context(&ctx));
+    mpccl_status_t st = MPCCL_OK;
+    unsigned char *all = NULL;
+    size_t stride = 0;
+    mpccl_ucx_tp_t *tp = calloc(1, sizeof(*tp));
+    if (tp) tp->peers = calloc((size_t)bs->nranks, sizeof(mpccl_ucx_peer_t));
+    if (tp == NULL || tp->peers == NULL) {
+        if (tp) free(tp);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a UCX transport of %d ranks", bs->nranks);
+    }
+    tp->pub.ops = &ucx_ops;
+    tp->pub.rank = bs->rank;
+    tp->pub.nranks = bs->nranks;
+    tp->pub.impl = tp;
+    tp->inflight.next = tp->inflight.prev = &tp->inflight;
+    tp->efd = -1;
+    tp->close_timeout_ms = (long)mpccl_config_int("UCX_CLOSE_TIMEOUT");
+    tp->idle_ns = idle_us_setting() * 1000;
+    tp->spin_ns = spin_us_setting() * 1000;
+    tp->err_mode = err_mode_setting();
+    for (int i = 0; i < bs->nranks; i++) {
+        tp->peers[i].tp = tp;
+        tp->peers[i].rank = i;
+    }
+    ucp_worker_params_t wp;
+    memset(&wp, 0, sizeof(wp));
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED; /* one thread at a time per communicator */
+    ucs_status_t us = ucp_worker_create(ctx, &wp, &tp->worker);
+    if (us != UCS_OK) {
+        free(tp->peers);
+        free(tp);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "ucp_worker_create: %s", ucs_status_string(us));
+    }
+    if (mpccl_ucx_has_wakeup() && ucp_worker_get_efd(tp->worker, &tp->efd) != UCS_OK) tp->efd = -1;
+    MPCCL_CHECK_GOTO(exchange_addresses(tp, bs, &all, &stride), st, fail);
+    MPCCL_CHECK_GOTO(connect_all(tp, all, stride), st, fail);
+    free(all);
+    *out = &tp->pub;
+    return MPCCL_OK;
+fail:
+    free(all);
+    ucx_close(&tp->pub, 1);
+    return st;
+}
