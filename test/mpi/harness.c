@@ -63,12 +63,24 @@ static void watchdog(int sig)
     _exit(124);
 }
 
+/* Check installs its own SIGALRM handler when the runner starts (it SIGKILLs the
+ * process group, silently), so ours goes in again before every test. */
+static void arm_watchdog(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = watchdog;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    alarm((unsigned)timeout_s);
+}
+
 static void setup(void)
 {
     nfail = 0;
     ended = 0;
     first[0] = 0;
-    alarm((unsigned)timeout_s);
+    arm_watchdog();
 }
 
 /* A test that stopped at a ck_assert never reached T_END: vote "failed" here so
@@ -124,8 +136,7 @@ int t_main(int argc, char **argv, Suite *(*make_suite)(void))
     if ((s = getenv("MPCCL_TEST_LEVEL")) && *s) t_level = atoi(s);
     if ((s = getenv("MPCCL_TEST_TIMEOUT")) && *s) timeout_s = atoi(s);
     t_seed = choose_seed();
-    signal(SIGALRM, watchdog);
-    alarm((unsigned)timeout_s);
+    arm_watchdog();
 
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, t_rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &local);
@@ -153,7 +164,7 @@ int t_main(int argc, char **argv, Suite *(*make_suite)(void))
     srunner_free(sr);
     any = any_rank(failed);
 
-    alarm((unsigned)timeout_s);
+    arm_watchdog();
     if (ncclCommDestroy(t_comm) != ncclSuccess) any = 1;
     perf_mem_fini(&t_mem);
     alarm(0);

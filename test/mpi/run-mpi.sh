@@ -50,6 +50,9 @@ for kv in $extra; do
     envvars="$envvars ${kv%%=*}"
 done
 [ -n "$level" ] && { MPCCL_TEST_LEVEL=$level; export MPCCL_TEST_LEVEL; }
+# the suites' per-test watchdog fires well before timeout(1) kills mpirun
+MPCCL_TEST_TIMEOUT=${MPCCL_TEST_TIMEOUT:-$((limit / 2))}
+export MPCCL_TEST_TIMEOUT
 for v in MPCCL_TEST_LEVEL MPCCL_TEST_SEED MPCCL_TEST_TIMEOUT MPCCL_DEBUG MPCCL_DEBUG_SUBSYS MPCCL_ALGO; do
     eval "isset=\${$v+x}"
     [ -n "$isset" ] && case " $envvars " in *" $v "*) ;; *) envvars="$envvars $v" ;; esac
