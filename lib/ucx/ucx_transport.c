@@ -26,6 +26,8 @@ typedef struct mpccl_ucx_tp {
     mpccl_ucx_peer_t *peers;  /* nranks entries */
     mpccl_ucx_op_t inflight;  /* sentinel of the list of tagged ops in flight */
     int failures_pending;     /* a peer failed: cancel its receives in progress() */
+    mpccl_ucx_op_t posting;   /* the op being posted, for a callback run inside the call */
+    int posting_done;         /* ... which then completed it already */
     long close_timeout_ms;
     long idle_ns;
     long spin_ns;
@@ -126,36 +128,50 @@ static void finish(mpccl_req_t *req, mpccl_status_t st)
     __atomic_store_n(&req->done, 1, __ATOMIC_RELEASE);
 }
 
-static void op_complete(void *request, ucs_status_t st)
+static void release(mpccl_ucx_op_t *op)
 {
-    mpccl_ucx_op_t *op = request;
-    mpccl_ucx_tp_t *tp = op->tp;
-    mpccl_status_t ms = map_status(tp, op->peer, op->tag, op->bytes, st);
-    list_del(op);
-    if (op->owner) finish(op->owner, ms);
     op->owner = NULL;
     op->tp = NULL;
-    ucp_request_free(request);
+    ucp_request_free(op);
+}
+
+/* user_data is the transport.  An op not yet tracked (tp NULL: ours are reset
+ * on release and zeroed by request_init) completes inside the nbx call that
+ * posts it, which some UCX versions do and then return the request anyway. */
+static void op_complete(void *request, ucs_status_t st, void *user_data)
+{
+    mpccl_ucx_op_t *op = request;
+    if (op->tp == NULL) {
+        mpccl_ucx_tp_t *tp = user_data;
+        mpccl_ucx_op_t *p = &tp->posting;
+        finish(p->owner, map_status(tp, p->peer, p->tag, p->bytes, st));
+        tp->posting_done = 1;
+        release(op);
+        return;
+    }
+    mpccl_status_t ms = map_status(op->tp, op->peer, op->tag, op->bytes, st);
+    list_del(op);
+    if (op->owner) finish(op->owner, ms);
+    release(op);
 }
 
 static void send_cb(void *request, ucs_status_t st, void *user_data)
 {
-    (void)user_data;
-    op_complete(request, st);
+    op_complete(request, st, user_data);
 }
 
 static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
                     void *user_data)
 {
     (void)info;
-    (void)user_data;
-    op_complete(request, st);
+    op_complete(request, st, user_data);
 }
 
 /* What an nbx call returned: done now, failed now, or a request to track. */
 static void track(mpccl_ucx_tp_t *tp, ucs_status_ptr_t sp, mpccl_req_t *req, int peer,
                   uint64_t tag, size_t bytes, int is_recv)
 {
+    if (tp->posting_done) return; /* the callback already ran and released it */
     if (sp == NULL) {
         finish(req, MPCCL_OK);
         return;
@@ -164,7 +180,7 @@ static void track(mpccl_ucx_tp_t *tp, ucs_status_ptr_t sp, mpccl_req_t *req, int
         finish(req, map_status(tp, peer, tag, bytes, UCS_PTR_STATUS(sp)));
         return;
     }
-    /* UCX runs callbacks only from progress/cancel, so filling the op after the
+    /* Other callbacks run from progress/cancel only, so filling the op after the
      * call returned is race-free (the worker is used by one thread at a time). */
     mpccl_ucx_op_t *op = sp;
     op->owner = req;
@@ -194,11 +210,17 @@ static mpccl_status_t check_peer(mpccl_ucx_tp_t *tp, int peer, mpccl_req_t *req)
     return MPCCL_OK;
 }
 
-static void set_params(ucp_request_param_t *prm)
+static void set_params(mpccl_ucx_tp_t *tp, ucp_request_param_t *prm, mpccl_req_t *req, int peer,
+                       uint64_t tag, size_t bytes, int is_recv)
 {
     memset(prm, 0, sizeof(*prm));
-    prm->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_DATATYPE;
+    prm->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_DATATYPE |
+                        UCP_OP_ATTR_FIELD_USER_DATA;
     prm->datatype = ucp_dt_make_contig(1);
+    prm->user_data = tp;
+    tp->posting = (mpccl_ucx_op_t){.owner = req, .tag = tag, .bytes = bytes, .peer = peer,
+                                   .is_recv = is_recv};
+    tp->posting_done = 0;
 }
 
 /* Errors of the communication itself (truncation, a failed peer) arrive on the
@@ -213,7 +235,7 @@ static mpccl_status_t ucx_isend(mpccl_transport_t *t, int peer, uint64_t tag, co
         return MPCCL_OK;
     }
     ucp_request_param_t prm;
-    set_params(&prm);
+    set_params(tp, &prm, req, peer, tag, bytes, 0);
     prm.cb.send = send_cb;
     ucs_status_ptr_t sp = ucp_tag_send_nbx(tp->peers[peer].ep, buf, bytes, tag, &prm);
     track(tp, sp, req, peer, tag, bytes, 0);
@@ -232,7 +254,7 @@ static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, vo
         return MPCCL_OK;
     }
     ucp_request_param_t prm;
-    set_params(&prm);
+    set_params(tp, &prm, req, peer, tag, bytes, 1);
     prm.cb.recv = recv_cb;
     ucs_status_ptr_t sp = ucp_tag_recv_nbx(tp->worker, buf, bytes, tag, (ucp_tag_t)-1, &prm);
     track(tp, sp, req, peer, tag, bytes, 1);
@@ -357,13 +379,11 @@ static void ucx_close(mpccl_transport_t *t, int force)
     if (late)
         MPCCL_INFO(MPCCL_SUB_NET, "rank %d: %d UCX endpoints did not close in time; dropped",
                    t->rank, late);
-    /* Whatever is still in flight dies with the worker: its callers must not wait. */
-    while (tp->inflight.next != &tp->inflight) {
-        mpccl_ucx_op_t *op = tp->inflight.next;
-        list_del(op);
+    /* Whatever is still in flight dies with the worker: its callers must not
+     * wait.  The ops stay listed in case destroying the worker runs callbacks. */
+    for (mpccl_ucx_op_t *op = tp->inflight.next; op != &tp->inflight; op = op->next) {
         if (op->owner) finish(op->owner, MPCCL_ERR_REMOTE);
         op->owner = NULL;
-        op->tp = NULL;
     }
     ucp_worker_destroy(tp->worker);
     free(tp->peers);
