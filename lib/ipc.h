@@ -1,0 +1,53 @@
+/* Sharing device allocations between the ranks of one node.  A region is
+ * described by a fixed-size struct that a bootstrap allgather carries; peers in
+ * another process open it through CUDA IPC (once per process, cached by owner
+ * pid and allocation base), peers in the same process use the pointer directly
+ * after enabling peer access.
+ *
+ * Scope: regions from cudaMalloc (mpccl's own mailboxes).  VMM allocations
+ * (ncclMemAlloc) need their POSIX file descriptor passed over a unix socket;
+ * that comes with buffer registration (issue 6).  Only built with CUDA. */
+#ifndef MPCCL_IPC_H
+#define MPCCL_IPC_H
+
+#include "cuda_rt.h"
+
+#ifdef MPCCL_HAVE_CUDA
+
+#include <stdint.h>
+
+typedef struct mpccl_ipc_desc {
+    uint64_t host_hash;       /* mpccl_topo_host_hash() of the owner */
+    int32_t pid;              /* owner process */
+    int32_t dev;              /* owner's device ordinal, in the owner's numbering */
+    unsigned char uuid[16];   /* owner's device, comparable across processes */
+    uint64_t base;            /* allocation base in the owner's address space */
+    uint64_t size;            /* bytes */
+    cudaIpcMemHandle_t handle;
+} mpccl_ipc_desc_t;
+
+/* Describes the cudaMalloc allocation starting at base (base must be the start
+ * of the allocation; size its length). */
+mpccl_status_t mpccl_ipc_export(void *base, size_t size, mpccl_ipc_desc_t *out);
+/* A pointer usable by device my_dev to the region d describes.  Pair every
+ * successful import with one mpccl_ipc_release(d). */
+mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **out);
+void mpccl_ipc_release(const mpccl_ipc_desc_t *d);
+
+/* The UUID of local device dev. */
+mpccl_status_t mpccl_ipc_device_uuid(int dev, unsigned char uuid[16]);
+/* The local ordinal of the device with that UUID, -1 when it is not visible
+ * to this process (CUDA_VISIBLE_DEVICES). */
+int mpccl_ipc_local_device(const unsigned char uuid[16]);
+/* Whether kernels on device `mine` (local ordinal, UUID mine_uuid) and on the
+ * device with peer_uuid can write into each other's memory: same device, or
+ * P2P both ways.  A peer device hidden from this process is asked about
+ * through NVML (loaded at run time); without NVML the answer is no.  *how
+ * names the source of the answer for the log. */
+mpccl_status_t mpccl_ipc_p2p(int mine, const unsigned char mine_uuid[16], const unsigned char peer_uuid[16],
+                             int *ok, const char **how);
+/* Lets device dev access peer's memory (already enabled is fine). */
+mpccl_status_t mpccl_enable_peer_access(int dev, int peer);
+
+#endif /* MPCCL_HAVE_CUDA */
+#endif
