@@ -1,7 +1,10 @@
 /* Status conversion, versions and error strings. */
 #include <string.h>
 
+#include <stdio.h>
+
 #include "api.h"
+#include "config.h"
 #include "log.h"
 
 ncclResult_t mpccl_result(mpccl_status_t st)
@@ -51,4 +54,9 @@ MPCCL_API(const char *, ncclGetLastError, ncclComm_t comm)
 {
     (void)comm; /* errors are recorded per thread, then per process */
     return mpccl_last_error();
+}
+
+MPCCL_EXPORT void mpcclPrintConfig(void)
+{
+    mpccl_config_print(stdout);
 }

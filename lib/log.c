@@ -100,7 +100,6 @@ static void log_setup(void)
     mpccl_log_level = lvl;
     if (level && !strcasecmp(level, "VERSION"))
         fprintf(log_file, "%s:%d mpccl version %s\n", log_host, (int)getpid(), PACKAGE_VERSION);
-    mpccl_config_check_environment();
 }
 
 void mpccl_log_init(void)
@@ -111,6 +110,8 @@ void mpccl_log_init(void)
         log_ready = 1;
     }
     pthread_mutex_unlock(&log_init_lock);
+    /* Outside the lock: it logs warnings itself. */
+    mpccl_config_check_environment();
 }
 
 /* NCCL exports this (deprecated): re-reads the debug settings from the

@@ -35,38 +35,32 @@ typedef struct mpccl_ucx_tp {
     ucp_err_handling_mode_t err_mode;
 } mpccl_ucx_tp_t;
 
-/* MPCCL_UCX_IDLE_US: longest sleep of idle() on the worker's event fd (0: only
- * yield).  Read here until it joins lib/config.c's table. */
+/* Settings (lib/config.c): MPCCL_UCX_IDLE_US, MPCCL_UCX_SPIN_US, MPCCL_UCX_ERR_MODE. */
+static long us_setting(const char *name, long dflt)
+{
+    int64_t x = mpccl_config_int(name);
+    return (x >= 0 && x <= 1000000) ? (long)x : dflt;
+}
 static long idle_us_setting(void)
 {
-    const char *v = getenv("MPCCL_UCX_IDLE_US");
-    if (v == NULL || *v == '\0') return 1000;
-    char *end;
-    long x = strtol(v, &end, 10);
-    return (*end == '\0' && x >= 0 && x <= 1000000) ? x : 1000;
+    return us_setting("UCX_IDLE_US", 1000);
+}
+static long spin_us_setting(void)
+{
+    return us_setting("UCX_SPIN_US", 50);
 }
 
-/* MPCCL_UCX_ERR_MODE: "peer" (default) asks UCX to detect failed peers, which
- * UCX 1.13 supports only on network transports (tcp, ib): same-host peers then
- * talk over tcp loopback instead of shared memory.  "none" lets UCX use shm,
- * cma and self, but a dead peer is then noticed only by operation timeouts. */
+/* "peer" (default) asks UCX to detect failed peers, which UCX 1.13-1.16 supports
+ * only on network transports (tcp, ib): same-host peers then talk over tcp
+ * loopback instead of shared memory.  "none" lets UCX use shm, cma and self, but
+ * a dead peer is then noticed only by operation timeouts. */
 static ucp_err_handling_mode_t err_mode_setting(void)
 {
-    const char *v = getenv("MPCCL_UCX_ERR_MODE");
+    const char *v = mpccl_config_str("UCX_ERR_MODE");
     if (v && strcmp(v, "none") == 0) return UCP_ERR_HANDLING_MODE_NONE;
     if (v && *v && strcmp(v, "peer") != 0)
         MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_UCX_ERR_MODE=%s is neither peer nor none; using peer", v);
     return UCP_ERR_HANDLING_MODE_PEER;
-}
-
-/* MPCCL_UCX_SPIN_US: how long idle() only yields before it sleeps. */
-static long spin_us_setting(void)
-{
-    const char *v = getenv("MPCCL_UCX_SPIN_US");
-    if (v == NULL || *v == '\0') return 50;
-    char *end;
-    long x = strtol(v, &end, 10);
-    return (*end == '\0' && x >= 0 && x <= 1000000) ? x : 50;
 }
 
 static int64_t now_ns(void)
