@@ -243,7 +243,11 @@ static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, vo
 {
     mpccl_ucx_tp_t *tp = t->impl;
     MPCCL_CHECK(check_peer(tp, peer, req));
-    if (tp->peers[peer].failed) {
+    /* A peer that closed its endpoints after its last send (ncclCommDestroy while
+     * this rank is still finishing) looks failed, yet its flushed messages may be
+     * waiting in the unexpected queue: receive those, fail only what never came. */
+    ucp_tag_recv_info_t info;
+    if (tp->peers[peer].failed && ucp_tag_probe_nb(tp->worker, tag, (ucp_tag_t)-1, 0, &info) == NULL) {
         finish(req, MPCCL_ERR_REMOTE);
         return MPCCL_OK;
     }
