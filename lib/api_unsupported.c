@@ -18,18 +18,6 @@
 #define MPCCL_NEEDS_FAULT "revoke, shrink and grow arrive with fault handling"
 #define MPCCL_NEEDS_SIMULATION "group simulation needs the planner's cost estimates to be exposed"
 
-/* ---- Memory for registration and windows ---------------------------------- */
-
-MPCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
-{
-    return mpccl_api_unsupported("ncclMemAlloc", MPCCL_NEEDS_GPU_MEM);
-}
-
-MPCCL_API(ncclResult_t, ncclMemFree, void *ptr)
-{
-    return mpccl_api_unsupported("ncclMemFree", MPCCL_NEEDS_GPU_MEM);
-}
-
 /* ---- Fault handling and elasticity ----------------------------------------- */
 
 MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)

@@ -86,6 +86,7 @@ static void cu_resolve(void)
     RESOLVE(cuGetErrorString);
     RESOLVE(cuGetErrorName);
     RESOLVE(cuPointerGetAttributes);
+    RESOLVE(cuDeviceGet);
     RESOLVE(cuDeviceGetAttribute);
     RESOLVE(cuMemCreate);
     RESOLVE(cuMemExportToShareableHandle);

@@ -43,6 +43,7 @@ typedef struct mpccl_cu_fns {
     PFN_cuGetErrorString_v6000 cuGetErrorString;
     PFN_cuGetErrorName_v6000 cuGetErrorName;
     PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
+    PFN_cuDeviceGet_v2000 cuDeviceGet;
     PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
     PFN_cuMemCreate_v10020 cuMemCreate;
     PFN_cuMemExportToShareableHandle_v10020 cuMemExportToShareableHandle;
