@@ -1,0 +1,365 @@
+/* The device engine: one launch runs one rank's device plan, every CTA on its
+ * partition of every step (doc/GPU_DESIGN.md, "One kernel per call").
+ *
+ * A CTA mirrors the host engine (lib/exec_host.c): it keeps a cursor (first
+ * step it has not finished) and a window of plan->window steps, and makes
+ * non-blocking progress on any step of the window whose dependencies are met --
+ * a compute step runs whole, a SEND moves one piece when a slot is free, a RECV
+ * consumes one piece when it has arrived.  Thread 0 picks the next action and
+ * keeps the books, all threads move the data.
+ *
+ * Dependencies: `local` ones are this CTA's own progress (every step before the
+ * cursor is done; window steps have a done flag); the others wait for the
+ * step's completion counter to reach (epoch + 1) * G, epoch being the plan's
+ * launch count when the kernel started -- counters only grow, so a captured
+ * graph replays without resets.  All counter comparisons are modulo 2^32.
+ *
+ * Messages: CTA g of the sender talks to CTA g of the receiver only; pieces of
+ * at most slot_bytes go through the peer's mailbox slots with the ready / ack
+ * protocol of devplan.h, numbered by the persistent per-(peer, CTA) counters
+ * comm->tx_seq / rx_seq.  Messages to (from) one peer are handled strictly in
+ * step order, which is message order on both sides. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "nccl.h" /* before extern "C": it includes C++ CUDA headers */
+extern "C" {
+#include "schedule.h"
+#include "status.h"
+#include "gpu_plan.h"
+}
+#include "kernels/elementwise.cuh"
+#include "kernels/engine.h"
+
+namespace {
+
+using namespace mpccl_ew;
+
+/* Device twin of mpccl_dev_partition (devplan.h's version is host-only C). */
+__device__ __forceinline__ void partition(uint64_t count, uint32_t es, uint32_t nctas, uint32_t g, uint64_t &b,
+                                          uint64_t &e)
+{
+    uint64_t align = es >= 16 ? 1 : 16 / es;
+    uint64_t per = (count + nctas - 1) / nctas;
+    per = (per + align - 1) / align * align;
+    b = per * g;
+    e = b + per;
+    if (b > count) b = count;
+    if (e > count) e = count;
+}
+
+__device__ __forceinline__ int reached(uint32_t value, uint32_t target) { return (int32_t)(value - target) >= 0; }
+
+__device__ __forceinline__ uint32_t vload(const volatile uint32_t *p) { return *p; }
+
+enum { ACT_NONE = -1, ACT_EXIT = -2 };
+
+struct win_entry {
+    mpccl_dev_step_t st;
+    uint64_t prog;  /* SEND/RECV: elements of my partition moved */
+    uint32_t depk;  /* dependencies found met so far (they stay met) */
+    uint8_t done, ready;
+};
+
+struct cta_state {
+    win_entry w[MPCCL_ENGINE_MAX_WINDOW];
+    uint32_t cursor, epoch;
+    /* the action all threads run next */
+    int32_t act;     /* window slot, or ACT_* */
+    uint32_t kind;   /* MPCCL_STEP_* */
+    char *dst;
+    const char *src0, *src1;
+    uint64_t n;      /* elements */
+    uint32_t step;   /* its index */
+    uint32_t piece;  /* SEND/RECV: piece number */
+    uint32_t slot;   /* SEND/RECV: slot index [g][slot] */
+};
+
+struct engine {
+    const mpccl_engine_args_t &a;
+    const mpccl_dev_comm_t *comm;
+    const mpccl_dev_plan_t *plan;
+    uint32_t G, g, W, N, es;
+    cta_state &sh;
+
+    __device__ char *bufp(uint32_t buf, uint64_t off) const { return (char *)a.buf[buf] + off * es; }
+
+    __device__ void load(uint32_t i)
+    {
+        win_entry &e = sh.w[i % W];
+        e.st = plan->steps[i];
+        e.prog = 0;
+        e.depk = 0;
+        e.done = 0;
+        e.ready = 0;
+    }
+
+    /* Thread 0: marks step i done by this CTA (after the data moved). */
+    __device__ void finish(uint32_t i)
+    {
+        __threadfence();
+        atomicAdd(&plan->step_done[i], 1u);
+        sh.w[i % W].done = 1;
+    }
+
+    __device__ bool deps_met(uint32_t i)
+    {
+        win_entry &e = sh.w[i % W];
+        uint32_t target = (sh.epoch + 1u) * G;
+        for (; e.depk < e.st.ndeps; e.depk++) {
+            mpccl_dev_dep_t d = plan->deps[e.st.dep_first + e.depk];
+            if (d.local) {
+                if (d.step >= sh.cursor && !sh.w[d.step % W].done) return false;
+            } else if (!reached(vload(&plan->step_done[d.step]), target)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /* No earlier unfinished SEND (RECV) to the same peer in the window. */
+    __device__ bool first_for_peer(uint32_t i)
+    {
+        const win_entry &e = sh.w[i % W];
+        for (uint32_t j = sh.cursor; j < i; j++) {
+            const win_entry &o = sh.w[j % W];
+            if (!o.done && o.st.kind == e.st.kind && o.st.peer == e.st.peer) return false;
+        }
+        return true;
+    }
+
+    __device__ __noinline__ void bad_link(uint32_t i, int peer)
+    {
+        printf("mpccl engine: rank %d step %u talks to peer %d, which has no link\n", comm->rank, i, peer);
+        __trap();
+    }
+
+    /* Thread 0: sets up one piece of SEND/RECV step i if possible. */
+    __device__ bool try_message(uint32_t i, uint64_t pb, uint64_t pe)
+    {
+        win_entry &e = sh.w[i % W];
+        const mpccl_dev_link_t *L = &comm->links[e.st.peer];
+        uint32_t K = comm->nslots;
+        uint64_t left = pe - pb - e.prog, piece_elems = comm->slot_bytes / es;
+        uint64_t n = left < piece_elems ? left : piece_elems;
+        uint32_t *seq = (e.st.kind == MPCCL_STEP_SEND ? comm->tx_seq : comm->rx_seq) + (size_t)e.st.peer * G + g;
+        uint32_t p = *seq, slot = g * K + p % K;
+        if (e.st.kind == MPCCL_STEP_SEND) {
+            if (!L->tx_slots) bad_link(i, e.st.peer);
+            if (!reached(vload(&L->tx_ack[g]), p + 1u - K)) return false;
+            sh.dst = L->tx_slots + (size_t)slot * comm->slot_bytes;
+            sh.src0 = bufp(e.st.src0_buf, e.st.src0_off + pb + e.prog);
+        } else {
+            if (!L->rx_slots) bad_link(i, e.st.peer);
+            if (vload(&L->rx_ready[slot]) != p + 1u) return false;
+            uint32_t len = vload(&L->rx_len[slot]);
+            if (len != n * es) {
+                printf("mpccl engine: rank %d step %u: piece %u from peer %d has %u bytes, expected %llu "
+                       "(the ranks' schedules disagree)\n",
+                       comm->rank, i, p, e.st.peer, len, (unsigned long long)(n * es));
+                __trap();
+            }
+            sh.src0 = L->rx_slots + (size_t)slot * comm->slot_bytes;
+            sh.dst = bufp(e.st.dst_buf, e.st.dst_off + pb + e.prog);
+        }
+        __threadfence_system(); /* acquire: the slot is free / the piece is here */
+        sh.n = n;
+        sh.piece = p;
+        sh.slot = slot;
+        return true;
+    }
+
+    /* Thread 0: picks the next action (sleeping while nothing can move). */
+    __device__ void select()
+    {
+        unsigned backoff = 0;
+        for (;;) {
+            bool moved = false;
+            while (sh.cursor < N && sh.w[sh.cursor % W].done) {
+                uint32_t next = sh.cursor + W;
+                sh.cursor++;
+                if (next < N) load(next);
+            }
+            if (sh.cursor >= N) {
+                sh.act = ACT_EXIT;
+                return;
+            }
+            uint32_t end = sh.cursor + W < N ? sh.cursor + W : N;
+            for (uint32_t i = sh.cursor; i < end; i++) {
+                win_entry &e = sh.w[i % W];
+                if (e.done) continue;
+                if (!e.ready) {
+                    if (!deps_met(i)) continue;
+                    e.ready = 1;
+                    __threadfence(); /* acquire: other CTAs' results of the dependencies */
+                }
+                const mpccl_dev_step_t &st = e.st;
+                uint64_t pb, pe;
+                partition(st.count, es, G, g, pb, pe);
+                if (st.kind == MPCCL_STEP_NOP || pb == pe) {
+                    finish(i);
+                    moved = true;
+                    continue;
+                }
+                sh.kind = st.kind;
+                if (st.kind == MPCCL_STEP_SEND || st.kind == MPCCL_STEP_RECV) {
+                    if (!first_for_peer(i) || !try_message(i, pb, pe)) continue;
+                } else {
+                    sh.dst = bufp(st.dst_buf, st.dst_off + pb);
+                    sh.src0 = bufp(st.src0_buf, st.src0_off + pb);
+                    sh.src1 = bufp(st.src1_buf, st.src1_off + pb);
+                    sh.n = pe - pb;
+                }
+                sh.act = (int32_t)(i % W);
+                sh.step = i;
+                return;
+            }
+            if (moved) {
+                backoff = 0;
+                continue;
+            }
+            backoff = backoff ? (backoff < 512 ? backoff * 2 : 1024) : 32;
+            __nanosleep(backoff);
+        }
+    }
+
+    /* Thread 0, after the data moved: publish the piece / finish the step. */
+    __device__ void post()
+    {
+        uint32_t i = sh.step;
+        win_entry &e = sh.w[i % W];
+        if (sh.kind != MPCCL_STEP_SEND && sh.kind != MPCCL_STEP_RECV) {
+            finish(i);
+            return;
+        }
+        const mpccl_dev_link_t *L = &comm->links[e.st.peer];
+        if (sh.kind == MPCCL_STEP_SEND) {
+            L->tx_len[sh.slot] = (uint32_t)(sh.n * es);
+            __threadfence_system(); /* release: the piece and its length before ready */
+            L->tx_ready[sh.slot] = sh.piece + 1u;
+            comm->tx_seq[(size_t)e.st.peer * G + g] = sh.piece + 1u;
+        } else {
+            __threadfence_system(); /* the slot was read before the sender may refill it */
+            L->rx_ack[g] = sh.piece + 1u;
+            comm->rx_seq[(size_t)e.st.peer * G + g] = sh.piece + 1u;
+        }
+        e.prog += sh.n;
+        uint64_t pb, pe;
+        partition(e.st.count, es, G, g, pb, pe);
+        if (e.prog == pe - pb) finish(i);
+    }
+};
+
+template <int DT> __device__ void run_action(const mpccl_engine_args_t &a, const cta_state &sh)
+{
+    typedef typename ty<DT>::T T;
+    T *d = (T *)sh.dst;
+    const T *s0 = (const T *)sh.src0, *s1 = (const T *)sh.src1;
+    switch (sh.kind) {
+    case MPCCL_STEP_SEND:
+    case MPCCL_STEP_RECV:
+    case MPCCL_STEP_COPY: copy_range<T>(d, s0, sh.n); break;
+    case MPCCL_STEP_REDUCE: reduce_range<DT>(a.op, d, s0, s1, sh.n); break;
+    case MPCCL_STEP_SCALE: unary_range<scaleop<DT> >(d, s0, ty<DT>::scalar(a.scalar), sh.n); break;
+    case MPCCL_STEP_DIVIDE: unary_range<divop<DT> >(d, s0, ty<DT>::divisor(a.divisor), sh.n); break;
+    default: break;
+    }
+}
+
+template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine_kernel(mpccl_engine_args_t a)
+{
+    __shared__ cta_state sh;
+    const mpccl_dev_plan_t *plan = a.plan;
+    uint32_t W = plan->window;
+    W = W < 1 ? 1 : W > MPCCL_ENGINE_MAX_WINDOW ? MPCCL_ENGINE_MAX_WINDOW : W;
+    engine eng{a, a.comm, plan, gridDim.x, blockIdx.x, W, plan->nsteps, (uint32_t)sizeof(typename ty<DT>::T), sh};
+    if (threadIdx.x == 0) {
+        if (a.comm->nctas != gridDim.x) {
+            printf("mpccl engine: launched with %u CTAs, the communicator has %u\n", gridDim.x, a.comm->nctas);
+            __trap();
+        }
+        sh.epoch = vload(plan->launches);
+        sh.cursor = 0;
+        for (uint32_t i = 0; i < W && i < eng.N; i++) eng.load(i);
+    }
+    for (;;) {
+        if (threadIdx.x == 0) eng.select();
+        __syncthreads();
+        if (sh.act == ACT_EXIT) break;
+        run_action<DT>(a, sh);
+        __syncthreads();
+        if (threadIdx.x == 0) eng.post();
+    }
+    if (threadIdx.x == 0) {
+        uint32_t G = gridDim.x, last = (sh.epoch + 1u) * G;
+        __threadfence();
+        if (atomicAdd(plan->ctas_finished, 1u) + 1u == last) atomicAdd(plan->launches, 1u);
+    }
+}
+
+/* Prescale: each CTA scales its partition of the vector. */
+struct scalar_arg {
+    unsigned char b[8];
+};
+
+template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS)
+    scale_kernel(void *dst, const void *src, scalar_arg s, uint64_t n)
+{
+    typedef typename ty<DT>::T T;
+    uint64_t b, e;
+    partition(n, sizeof(T), gridDim.x, blockIdx.x, b, e);
+    unary_range<scaleop<DT> >((T *)dst + b, (const T *)src + b, ty<DT>::scalar(s.b), e - b);
+}
+
+mpccl_status_t launched(const char *what, int dtype)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return MPCCL_OK;
+    return mpccl_fail(MPCCL_ERR_CUDA, "launching the %s kernel (datatype %d) failed: %s", what, dtype,
+                      cudaGetErrorString(e));
+}
+
+} // namespace
+
+#define MPCCL_ALL_TYPES(X)                                                                                    \
+    X(ncclInt8) X(ncclUint8) X(ncclInt32) X(ncclUint32) X(ncclInt64) X(ncclUint64) X(ncclFloat16)             \
+    X(ncclFloat32) X(ncclFloat64) X(ncclBfloat16) X(ncclFloat8e4m3) X(ncclFloat8e5m2)
+
+extern "C" mpccl_status_t mpccl_engine_launch(const mpccl_engine_args_t *args, uint32_t nctas, cudaStream_t stream)
+{
+    if (nctas < 1) return mpccl_fail(MPCCL_ERR_INTERNAL, "engine launch with %u CTAs", nctas);
+    if ((unsigned)args->op >= MPCCL_NUM_OPS) return mpccl_fail(MPCCL_ERR_INTERNAL, "engine launch with op %d", args->op);
+    switch (args->dtype) {
+#define X(DT)                                                                        \
+    case DT: engine_kernel<DT><<<nctas, MPCCL_ENGINE_THREADS, 0, stream>>>(*args); break;
+        MPCCL_ALL_TYPES(X)
+#undef X
+    default: return mpccl_fail(MPCCL_ERR_INTERNAL, "engine launch with datatype %d", args->dtype);
+    }
+    return launched("engine", args->dtype);
+}
+
+extern "C" mpccl_status_t mpccl_gpu_scale_launch(int dtype, void *dst, const void *src, const void *scalar_elem,
+                                                 uint64_t n, cudaStream_t stream)
+{
+    size_t es = mpccl_dtype_size((ncclDataType_t)dtype);
+    if (es == 0) return mpccl_fail(MPCCL_ERR_INTERNAL, "scale launch with datatype %d", dtype);
+    if (n == 0) return MPCCL_OK;
+    scalar_arg s;
+    memset(&s, 0, sizeof(s));
+    memcpy(s.b, scalar_elem, es);
+    /* About 256 KiB per CTA, at most 1024 CTAs. */
+    uint64_t blocks = (n * es + (256u << 10) - 1) / (256u << 10);
+    unsigned nb = (unsigned)(blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks);
+    switch (dtype) {
+#define X(DT)                                                                        \
+    case DT: scale_kernel<DT><<<nb, MPCCL_ENGINE_THREADS, 0, stream>>>(dst, src, s, n); break;
+        MPCCL_ALL_TYPES(X)
+#undef X
+    default: return mpccl_fail(MPCCL_ERR_INTERNAL, "scale launch with datatype %d", dtype);
+    }
+    return launched("scale", dtype);
+}

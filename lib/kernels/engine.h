@@ -1,0 +1,37 @@
+/* The device engine (engine.cu): one launch runs one rank's device plan
+ * (lib/gpu_plan.h) over the links of its communicator (lib/kernels/devplan.h).
+ * C linkage; see doc/GPU_DESIGN.md, "One kernel per call". */
+#ifndef MPCCL_ENGINE_H
+#define MPCCL_ENGINE_H
+
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/devplan.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Threads per CTA of the engine kernel. */
+#define MPCCL_ENGINE_THREADS 512
+
+/* Launches the engine with nctas CTAs on stream.  nctas must equal the
+ * communicator's G (comm->nctas; the kernel traps otherwise) and every rank of
+ * the communicator must launch its part so that all CTAs of all ranks can be
+ * resident together.  Launches of one plan must be ordered on one stream (its
+ * launch counter gives each launch its epoch); capturing the launch into a CUDA
+ * graph and replaying it is fine.  Only enqueues: never synchronises. */
+mpccl_status_t mpccl_engine_launch(const mpccl_engine_args_t *args, uint32_t nctas, cudaStream_t stream);
+
+/* dst[i] = src[i] * scalar for n elements of dtype (ncclDataType_t), scalar
+ * pointing to one host-side element of dtype: the PreMulSum / float-avg copy of
+ * the input that the engine then reads as its IN buffer.  dst may equal src. */
+mpccl_status_t mpccl_gpu_scale_launch(int dtype, void *dst, const void *src, const void *scalar_elem, uint64_t n,
+                                      cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
