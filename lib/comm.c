@@ -76,7 +76,8 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     MPCCL_CHECK_GOTO(alloc_seq(&comm->coll_recv_seq, comm->nranks, 0), st, out);
     MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_send_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
     MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_recv_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
-    if (comm->nranks > 1) MPCCL_CHECK_GOTO(mpccl_ucx_transport_create(&comm->bs, &comm->transport), st, out);
+    /* Even one rank needs the transport: ncclSend/ncclRecv to itself. */
+    MPCCL_CHECK_GOTO(mpccl_ucx_transport_create(&comm->bs, &comm->transport), st, out);
     comm->state = MPCCL_COMM_READY;
     MPCCL_INFO(MPCCL_SUB_INIT, "comm %p id 0x%llx rank %d of %d ready (host memory, %d node(s))", (void *)comm,
                (unsigned long long)comm->id, comm->rank, comm->nranks, comm->topo.nnodes);

@@ -40,7 +40,7 @@ struct ncclComm {
     ncclConfig_t config;   /* the user's config, normalised to this header's size */
 
     mpccl_bootstrap_t bs;
-    mpccl_transport_t *transport; /* NULL for one rank */
+    mpccl_transport_t *transport; /* NULL once finalized */
     mpccl_topo_t topo;
     mpccl_plan_params_t params;
     uint64_t *coll_send_seq, *coll_recv_seq; /* nranks each: tag counters */

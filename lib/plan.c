@@ -98,7 +98,12 @@ static double cost_direct(const mpccl_topo_t *t, double bytes)
 {
     int n = t->nranks;
     if (n <= 1) return 0;
-    int local = t->node_size && t->node_of ? t->node_size[t->node_of[t->rank]] : n;
+    /* Every rank must pick the same algorithm: cost the slowest rank, the one on
+     * the smallest node (most peers across the network), never this rank. */
+    int local = n;
+    if (t->node_size)
+        for (int i = 0; i < t->nnodes; i++)
+            if (t->node_size[i] < local) local = t->node_size[i];
     double intra = (local - 1) * bytes * mpccl_link_intra.beta;
     double inter = (n - local) * bytes * mpccl_link_inter.beta * DIRECT_CONGESTION;
     double alpha = local < n ? mpccl_link_inter.alpha : mpccl_link_intra.alpha;

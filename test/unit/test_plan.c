@@ -89,6 +89,32 @@ static parsed_t parse(const char *s)
     return p;
 }
 
+/* Regression: the model once costed "direct" with the calling rank's own node
+ * size, so on unequal nodes ranks chose different algorithms and hung. Every rank
+ * must choose the same algorithm for every call. */
+START_TEST(model_choice_same_on_every_rank)
+{
+    const uint64_t counts[] = {0, 1, 7, 1021, 65537, 1u << 20, 64u << 20};
+    const int layouts[][3] = {{2, 2, 1}, {2, 3, 1}, {3, 4, 1}, {2, 8, 1}, {4, 4, 0}, {1, 5, 0}};
+    for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
+        topo_buf_t b0, br;
+        mpccl_topo_t *t0 = make_topo(&b0, layouts[l][0], layouts[l][1], layouts[l][2], 0);
+        for (int c = 0; c < MPCCL_NUM_COLLS; c++) {
+            if (c == MPCCL_COLL_SEND || c == MPCCL_COLL_RECV) continue;
+            for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+                mpccl_algo_t a0 = model(t0, (mpccl_coll_t)c, counts[k]);
+                for (int r = 1; r < t0->nranks; r++) {
+                    mpccl_topo_t *tr = make_topo(&br, layouts[l][0], layouts[l][1], layouts[l][2], r);
+                    ck_assert_msg(model(tr, (mpccl_coll_t)c, counts[k]) == a0,
+                                  "layout %zu coll %d count %llu: rank %d chose %d, rank 0 chose %d", l, c,
+                                  (unsigned long long)counts[k], r, model(tr, (mpccl_coll_t)c, counts[k]), a0);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(parse_names_and_aliases)
 {
     parsed_t p = parse("ring");
@@ -322,6 +348,7 @@ int main(void)
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, model_latency_small_bandwidth_large);
+    tcase_add_test(tc, model_choice_same_on_every_rank);
     tcase_add_test(tc, parse_names_and_aliases);
     tcase_add_test(tc, parse_per_collective_and_exclusion);
     tcase_add_test(tc, params_from_env);
