@@ -164,7 +164,19 @@ static mpccl_status_t query_alloc(const void *p, alloc_info_t *info)
         (void)cudaFree(NULL);
         r = cu->cuPointerGetAttributes(2, a2, d2, (CUdeviceptr)(uintptr_t)p);
     }
-    if (r != CUDA_SUCCESS) return mpccl_cu_error(r, "cuPointerGetAttributes");
+    if (r != CUDA_SUCCESS) {
+        /* Some kinds of memory may not answer the range query; classify them
+         * without the cache. */
+        CUpointer_attribute a3[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        void *d3[3] = {&info->memtype, &info->managed, &info->ordinal};
+        memset(info, 0, sizeof(*info));
+        info->ordinal = -1;
+        r = cu->cuPointerGetAttributes(3, a3, d3, (CUdeviceptr)(uintptr_t)p);
+        if (r != CUDA_SUCCESS) return mpccl_cu_error(r, "cuPointerGetAttributes");
+        info->id = info->memtype ? ~0ull : 0; /* known to CUDA, but not cacheable */
+        return MPCCL_OK;
+    }
     if (info->id == 0) return MPCCL_OK; /* not known to CUDA: pageable */
     info->base = (uintptr_t)base;
 

@@ -418,7 +418,9 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
     MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(bs, info, sizeof(*info)), st, out);
     for (int r = 0; r < n && st == MPCCL_OK; r++)
         if (info[r].st != MPCCL_OK)
-            st = mpccl_fail(MPCCL_ERR_REMOTE, "GPU communicator setup: rank %d could not set up its device", r);
+            st = r == g->rank ? (mpccl_status_t)info[r].st
+                              : mpccl_fail(MPCCL_ERR_REMOTE, "GPU communicator setup: rank %d could not set up "
+                                           "its device", r);
     if (st != MPCCL_OK) goto out;
     g->nctas = info[0].nctas;
     g->slot_bytes = info[0].slot_bytes;

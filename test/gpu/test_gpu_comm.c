@@ -203,7 +203,7 @@ static void rank_body(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int dev, 
 
 typedef struct {
     mpccl_inproc_group_t *grp;
-    int rank, nranks, dev;
+    int rank, nranks, dev, nodes;
     uint32_t want;
     result_t res;
 } thr_t;
@@ -216,7 +216,8 @@ static void *thread_rank(void *arg)
         FAIL(&t->res, "rank %d: bootstrap: %s", t->rank, mpccl_last_error());
         return NULL;
     }
-    uint64_t *hashes = calloc((size_t)t->nranks, sizeof(uint64_t)); /* one node */
+    uint64_t *hashes = calloc((size_t)t->nranks, sizeof(uint64_t));
+    for (int r = 0; r < t->nranks; r++) hashes[r] = (uint64_t)(r % t->nodes); /* simulated nodes */
     mpccl_topo_t topo;
     if (mpccl_topo_from_hashes(hashes, t->nranks, t->rank, &topo) != MPCCL_OK) {
         FAIL(&t->res, "rank %d: topo: %s", t->rank, mpccl_last_error());
@@ -229,14 +230,14 @@ static void *thread_rank(void *arg)
     return NULL;
 }
 
-static void run_threads(int n, uint32_t want)
+static void run_threads(int n, int nodes, uint32_t want)
 {
     mpccl_inproc_group_t *grp;
     ck_assert_int_eq(mpccl_inproc_group_create(n, &grp), MPCCL_OK);
     thr_t *t = calloc((size_t)n, sizeof(*t));
     pthread_t *th = calloc((size_t)n, sizeof(*th));
     for (int r = 0; r < n; r++) {
-        t[r] = (thr_t){.grp = grp, .rank = r, .nranks = n, .dev = r % ngpu, .want = want};
+        t[r] = (thr_t){.grp = grp, .rank = r, .nranks = n, .dev = r % ngpu, .nodes = nodes, .want = want};
         ck_assert_int_eq(pthread_create(&th[r], NULL, thread_rank, &t[r]), 0);
     }
     for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
@@ -251,7 +252,7 @@ static int thread_ranks(void) { return ngpu == 1 ? 3 : (2 * ngpu > 8 ? 8 : 2 * n
 
 START_TEST(links_threads)
 {
-    run_threads(thread_ranks(), 0);
+    run_threads(thread_ranks(), 1, 0);
 }
 END_TEST
 
@@ -259,7 +260,15 @@ START_TEST(links_threads_host)
 {
     setenv("MPCCL_P2P_DISABLE", "1", 1);
     setenv("MPCCL_GPU_SLOT_BYTES", "4096", 1); /* smaller host segments */
-    run_threads(thread_ranks(), MPCCL_LINK_HOST);
+    run_threads(thread_ranks(), 1, MPCCL_LINK_HOST);
+}
+END_TEST
+
+/* Two simulated nodes: ranks of the other node get PROXY links without
+ * pointers, the rest of the table is as on one node. */
+START_TEST(links_threads_two_nodes)
+{
+    run_threads(thread_ranks() + 1, 2, 0);
 }
 END_TEST
 
@@ -268,7 +277,7 @@ START_TEST(links_threads_small_geometry)
 {
     setenv("MPCCL_GPU_CTAS", "3", 1);
     setenv("MPCCL_GPU_SLOT_BYTES", "1k", 1);
-    run_threads(thread_ranks(), 0);
+    run_threads(thread_ranks(), 1, 0);
 }
 END_TEST
 
@@ -477,6 +486,7 @@ static Suite *gpu_comm_suite(void)
     tcase_add_test(tc, links_threads);
     tcase_add_test(tc, links_threads_host);
     tcase_add_test(tc, links_threads_small_geometry);
+    tcase_add_test(tc, links_threads_two_nodes);
     tcase_add_test(tc, links_processes);
     tcase_add_test(tc, links_processes_host);
     tcase_add_test(tc, links_processes_hidden_devices);
