@@ -1,0 +1,569 @@
+/* The GPU proxy thread (see proxy.h): moves pieces between host staging slots
+ * shared with the device engine and the transport.  Compiles without CUDA: the
+ * staging memory comes from the caller's allocator. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "config.h"
+#include "log.h"
+#include "proxy.h"
+
+#ifndef MPCCL_REQ_HAS_BYTES
+/* The receive side must learn each piece's length from the transport. */
+#define PROXY_RECV_BYTES(r) ((void)(r), (size_t)0)
+#define PROXY_HAVE_RECV_BYTES 0
+#else
+#define PROXY_RECV_BYTES(r) ((r)->bytes)
+#define PROXY_HAVE_RECV_BYTES 1
+#endif
+
+#define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+
+/* One (remote peer, CTA) channel.  Counters are piece numbers mod 2^32, the
+ * same arithmetic the kernel uses, so they survive wrapping. */
+typedef struct proxy_chan {
+    uint32_t tx_next;   /* next piece the kernel will raise tx_ready for */
+    uint32_t tx_done;   /* pieces sent and acknowledged (the value of tx_ack) */
+    uint32_t rx_pub;    /* next piece to hand to the kernel (rx_ready) */
+    uint32_t rx_posted; /* pieces whose receive has been posted */
+} proxy_chan_t;
+
+/* Host views of one remote peer's staging; arrays indexed [g][slot] or [g]. */
+typedef struct proxy_peer {
+    int rank;
+    char *tx_slots, *rx_slots;
+    volatile uint32_t *tx_ready, *tx_len, *tx_ack;
+    volatile uint32_t *rx_ready, *rx_len, *rx_ack;
+    proxy_chan_t *chan;   /* [nctas] */
+    mpccl_req_t *tx_req;  /* [nctas][nslots] */
+    mpccl_req_t *rx_req;  /* [nctas][nslots] */
+} proxy_peer_t;
+
+enum { DETACH_NONE = 0, DETACH_FLUSH = 1, DETACH_FORCE = 2 };
+
+struct mpccl_proxy_comm {
+    mpccl_transport_t *t;
+    int rank;
+    uint32_t nctas, nslots, slot_bytes;
+    mpccl_proxy_alloc_t alloc;
+    void *mem;         /* host pointer of the staging of every remote peer */
+    size_t mem_bytes;
+    int npeers;
+    proxy_peer_t *peers;
+    proxy_chan_t *chans;
+    mpccl_req_t *reqs;
+    /* The proxy thread's own state. */
+    int started;       /* initial receives posted */
+    int failed;        /* stopped serving after an error */
+    int detach_phase;  /* 0: not begun, 1: draining sends, 2: receives cancelled */
+    int64_t deadline;
+    int leak;          /* UCX may still touch the staging: never free it */
+    /* Shared, under the global lock (or atomic). */
+    int detach_req;    /* DETACH_*: set by mpccl_proxy_detach */
+    int detached;      /* the proxy thread let go of pc */
+    mpccl_status_t error;
+    mpccl_proxy_comm_t *next;
+};
+
+/* The process-wide thread and the list of communicators it serves.  life
+ * serializes starting and stopping the thread (never taken by the thread);
+ * lock guards the list and the detach handshake (held only briefly). */
+static struct {
+    pthread_mutex_t life;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    mpccl_proxy_comm_t *list;
+    unsigned gen; /* bumped on every list change; read atomically by the thread */
+    int stop;
+    int running;
+    pthread_t thread;
+} P = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
+
+/* MPCCL_PROXY_SPIN_US (busy polling after the last activity), MPCCL_PROXY_YIELD_US
+ * (then sched_yield polling), MPCCL_PROXY_SLEEP_US (then sleeps doubling from
+ * 1 us up to this).  Read here until they join lib/config.c's table. */
+typedef struct proxy_settings {
+    int64_t spin_ns, yield_ns, sleep_ns;
+} proxy_settings_t;
+
+static int64_t env_us(const char *name, int64_t def)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') return def;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    return (*end == '\0' && x >= 0 && x <= 1000000) ? (int64_t)x : def;
+}
+
+static proxy_settings_t settings(void)
+{
+    proxy_settings_t s = {env_us("MPCCL_PROXY_SPIN_US", 20) * 1000,
+                          env_us("MPCCL_PROXY_YIELD_US", 500) * 1000,
+                          env_us("MPCCL_PROXY_SLEEP_US", 64) * 1000};
+    return s;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- serving one communicator (proxy thread only) ---- */
+
+/* The first failure stops the communicator: its kernel gets no further acks or
+ * pieces, and mpccl_proxy_error reports it. */
+static int fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece,
+                uint32_t g, int peer)
+{
+    if (pc->failed) return 0;
+    pc->failed = 1;
+    mpccl_fail(st, "proxy: rank %d: %s piece %u of CTA %u with rank %d failed (%s); "
+               "the proxy stops serving this communicator",
+               pc->rank, what, piece, g, peer, mpccl_status_name(st));
+    __atomic_store_n(&pc->error, st, __ATOMIC_RELEASE);
+    return 1;
+}
+
+static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint32_t p)
+{
+    uint32_t s = p % pc->nslots;
+    size_t i = (size_t)g * pc->nslots + s;
+    mpccl_status_t st = pc->t->ops->irecv(pc->t, pe->rank, mpccl_proxy_tag(pe->rank, g, p),
+                                          pe->rx_slots + i * pc->slot_bytes, pc->slot_bytes,
+                                          &pe->rx_req[i]);
+    if (st != MPCCL_OK) return fail(pc, st, "posting the receive of", p, g, pe->rank), -1;
+    return 0;
+}
+
+static int start(mpccl_proxy_comm_t *pc)
+{
+    pc->started = 1;
+    for (int k = 0; k < pc->npeers; k++)
+        for (uint32_t g = 0; g < pc->nctas; g++) {
+            proxy_chan_t *c = &pc->peers[k].chan[g];
+            for (uint32_t p = 0; p < pc->nslots; p++)
+                if (post_recv(pc, &pc->peers[k], g, p) < 0) return 1;
+            c->rx_posted = pc->nslots;
+        }
+    return 1;
+}
+
+/* Sends the pieces the kernel raised; acknowledges completed sends in order
+ * (the kernel reuses slot p % nslots once tx_ack > p). */
+static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
+{
+    proxy_chan_t *c = &pe->chan[g];
+    uint32_t K = pc->nslots;
+    int act = 0;
+    while (c->tx_next - c->tx_done < K) {
+        uint32_t p = c->tx_next, s = p % K;
+        size_t i = (size_t)g * K + s;
+        if (pe->tx_ready[i] != p + 1) break;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* len and data after ready */
+        uint32_t len = pe->tx_len[i];
+        if (len > pc->slot_bytes)
+            return fail(pc, MPCCL_ERR_INTERNAL, "sending (the kernel gave a length over the slot size)",
+                        p, g, pe->rank);
+        mpccl_status_t st = pc->t->ops->isend(pc->t, pe->rank, mpccl_proxy_tag(pc->rank, g, p),
+                                              pe->tx_slots + i * pc->slot_bytes, len, &pe->tx_req[i]);
+        if (st != MPCCL_OK) return fail(pc, st, "sending", p, g, pe->rank);
+        c->tx_next++;
+        act++;
+    }
+    uint32_t done = c->tx_done;
+    while (done != c->tx_next) {
+        mpccl_req_t *r = &pe->tx_req[(size_t)g * K + done % K];
+        if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
+        if (r->status != MPCCL_OK) return fail(pc, r->status, "sending", done, g, pe->rank);
+        done++;
+    }
+    if (done != c->tx_done) {
+        c->tx_done = done;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the GPU never sees an ack before the send completed */
+        pe->tx_ack[g] = done;
+        act++;
+    }
+    return act;
+}
+
+/* Hands completed receives to the kernel in order and re-posts a slot once the
+ * kernel consumed the piece that used it. */
+static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
+{
+    proxy_chan_t *c = &pe->chan[g];
+    uint32_t K = pc->nslots;
+    int act = 0;
+    while (c->rx_pub != c->rx_posted) {
+        uint32_t p = c->rx_pub;
+        size_t i = (size_t)g * K + p % K;
+        mpccl_req_t *r = &pe->rx_req[i];
+        if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
+        if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
+        pe->rx_len[i] = (uint32_t)PROXY_RECV_BYTES(r);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* data and len before ready */
+        pe->rx_ready[i] = p + 1;
+        c->rx_pub++;
+        act++;
+    }
+    uint32_t ack = pe->rx_ack[g];
+    /* Piece q reuses the slot of q - K, free once ack >= q - K + 1. */
+    while (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) {
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernel's reads of the slot came before its ack */
+        if (post_recv(pc, pe, g, c->rx_posted) < 0) return 1;
+        c->rx_posted++;
+        act++;
+    }
+    return act;
+}
+
+static int serve(mpccl_proxy_comm_t *pc)
+{
+    if (pc->failed) return 0;
+    int act = pc->started ? 0 : start(pc);
+    if (pc->t->ops->progress(pc->t) > 0) act++;
+    for (int k = 0; k < pc->npeers && !pc->failed; k++)
+        for (uint32_t g = 0; g < pc->nctas && !pc->failed; g++) {
+            act += serve_tx(pc, &pc->peers[k], g);
+            act += serve_rx(pc, &pc->peers[k], g);
+        }
+    return act;
+}
+
+/* ---- detaching (proxy thread side) ---- */
+
+/* Requests of pc still in flight: sends in [tx_done, tx_next), receives in
+ * [rx_pub, rx_posted) that are not done; cancel = 1 cancels them too. */
+static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
+{
+    int n = 0;
+    uint32_t K = pc->nslots;
+    for (int k = 0; k < pc->npeers; k++)
+        for (uint32_t g = 0; g < pc->nctas; g++) {
+            proxy_peer_t *pe = &pc->peers[k];
+            proxy_chan_t *c = &pe->chan[g];
+            uint32_t first = sends ? c->tx_done : c->rx_pub, end = sends ? c->tx_next : c->rx_posted;
+            for (uint32_t p = first; p != end; p++) {
+                mpccl_req_t *r = (sends ? pe->tx_req : pe->rx_req) + (size_t)g * K + p % K;
+                if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) continue;
+                if (cancel) pc->t->ops->cancel(pc->t, r);
+                n++;
+            }
+        }
+    return n;
+}
+
+static void finish_detach(mpccl_proxy_comm_t *pc)
+{
+    pthread_mutex_lock(&P.lock);
+    mpccl_proxy_comm_t **pp = &P.list;
+    while (*pp && *pp != pc) pp = &(*pp)->next;
+    if (*pp) *pp = pc->next;
+    __atomic_add_fetch(&P.gen, 1, __ATOMIC_ACQ_REL);
+    pc->detached = 1;
+    pthread_cond_broadcast(&P.cv);
+    pthread_mutex_unlock(&P.lock);
+}
+
+/* Non-blocking, called once per pass: flush (bounded) drains the sends first;
+ * then every receive is cancelled; memory a request still holds is leaked. */
+static int detach_step(mpccl_proxy_comm_t *pc, int mode)
+{
+    mpccl_transport_t *t = pc->t;
+    if (!pc->started) {
+        finish_detach(pc);
+        return 1;
+    }
+    if (pc->detach_phase == 0) {
+        int64_t ms = mode == DETACH_FORCE ? 0 : mpccl_config_int("UCX_CLOSE_TIMEOUT");
+        pc->deadline = now_ns() + ms * 1000000;
+        pc->detach_phase = 1;
+    }
+    if (pc->detach_phase == 1) {
+        t->ops->progress(t);
+        if (in_flight(pc, 1, 0) > 0 && now_ns() < pc->deadline) return 1;
+        /* A cancelled send is detached from us, but UCX may still read the slot. */
+        if (in_flight(pc, 1, 1) > 0) {
+            pc->leak = 1;
+            MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d: detached with sends in flight; their staging "
+                       "stays allocated", pc->rank);
+        }
+        in_flight(pc, 0, 1);
+        pc->detach_phase = 2;
+    }
+    t->ops->progress(t);
+    int pending = in_flight(pc, 0, 0);
+    if (pending > 0 && now_ns() < pc->deadline) return 1;
+    if (pending > 0) {
+        /* Matched receives UCX would not cancel: it will write into the slots
+         * and the requests, so neither may be freed. */
+        pc->leak = 2;
+        MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d: %d receives still in flight at detach; their "
+                   "staging stays allocated", pc->rank, pending);
+    }
+    finish_detach(pc);
+    return 1;
+}
+
+/* ---- the thread ---- */
+
+/* Spin, then yield, then sleep with a doubling interval while nothing happens:
+ * kernel flags in host memory cannot wake us, so the cap bounds latency. */
+typedef struct backoff {
+    proxy_settings_t cfg;
+    int64_t idle_since; /* 0: active */
+    int64_t sleep_ns;
+} backoff_t;
+
+static void backoff(backoff_t *b, int act)
+{
+    if (act) {
+        b->idle_since = 0;
+        b->sleep_ns = 0;
+        return;
+    }
+    int64_t now = now_ns();
+    if (b->idle_since == 0) b->idle_since = now;
+    int64_t idle = now - b->idle_since;
+    if (idle < b->cfg.spin_ns) return;
+    if (idle < b->cfg.spin_ns + b->cfg.yield_ns || b->cfg.sleep_ns == 0) {
+        sched_yield();
+        return;
+    }
+    b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : 1000;
+    if (b->sleep_ns > b->cfg.sleep_ns) b->sleep_ns = b->cfg.sleep_ns;
+    struct timespec ts = {0, (long)b->sleep_ns};
+    nanosleep(&ts, NULL);
+}
+
+static void *proxy_main(void *arg)
+{
+    (void)arg;
+    mpccl_proxy_comm_t **snap = NULL;
+    size_t nsnap = 0, cap = 0;
+    unsigned seen = __atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) - 1;
+    backoff_t b = {settings(), 0, 0};
+    for (;;) {
+        if (__atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) != seen) {
+            pthread_mutex_lock(&P.lock);
+            seen = P.gen;
+            int stop = P.stop;
+            nsnap = 0;
+            for (mpccl_proxy_comm_t *pc = P.list; pc && !stop; pc = pc->next) {
+                if (nsnap == cap) {
+                    size_t nc = cap ? 2 * cap : 16;
+                    mpccl_proxy_comm_t **ns = realloc(snap, nc * sizeof(*ns));
+                    if (ns == NULL) break; /* serve those we have; retried next change */
+                    snap = ns;
+                    cap = nc;
+                }
+                snap[nsnap++] = pc;
+            }
+            pthread_mutex_unlock(&P.lock);
+            if (stop) break;
+        }
+        int act = 0;
+        for (size_t i = 0; i < nsnap; i++) {
+            mpccl_proxy_comm_t *pc = snap[i];
+            int mode = __atomic_load_n(&pc->detach_req, __ATOMIC_ACQUIRE);
+            act += mode != DETACH_NONE ? detach_step(pc, mode) : serve(pc);
+        }
+        backoff(&b, act);
+    }
+    free(snap);
+    return NULL;
+}
+
+/* ---- attach / detach (user threads) ---- */
+
+static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, const uint8_t *is_remote,
+                                 uint32_t nctas, uint32_t nslots, uint32_t slot_bytes,
+                                 const mpccl_proxy_alloc_t *alloc, mpccl_dev_link_t *links,
+                                 mpccl_proxy_comm_t **out)
+{
+    if (t == NULL || out == NULL || is_remote == NULL || links == NULL)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: transport, is_remote, links and out must "
+                          "not be NULL");
+    if (alloc == NULL || alloc->alloc == NULL || alloc->free == NULL)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: allocator with alloc and free expected");
+    if (nranks < 1 || rank < 0 || rank >= nranks || nranks != t->nranks || rank != t->rank)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d of %d does not match the "
+                          "transport (rank %d of %d)", rank, nranks, t->rank, t->nranks);
+    if (nctas < 1 || nctas > 256)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: nctas = %u, expected 1..256 (8 tag bits)", nctas);
+    if (nslots < 1 || (nslots & (nslots - 1)) != 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: nslots = %u, expected a power of two "
+                          "(piece numbers wrap at 2^32)", nslots);
+    if (slot_bytes == 0 || slot_bytes % 16 != 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: slot_bytes = %u, expected a positive "
+                          "multiple of 16", slot_bytes);
+    if (is_remote[rank])
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d marked remote to itself", rank);
+    if (!PROXY_HAVE_RECV_BYTES)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: the transport does not report received "
+                          "lengths (mpccl_req_t.bytes), which the proxy needs for rx_len");
+    return MPCCL_OK;
+}
+
+/* Staging of one peer, offsets from its base; every array on its own 128-byte
+ * lines so the GPU's and the proxy's words never share one. */
+typedef struct layout {
+    size_t tx_slots, rx_slots, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
+} layout_t;
+
+static layout_t make_layout(uint32_t nctas, uint32_t nslots, uint32_t slot_bytes)
+{
+    layout_t l;
+    size_t slots = (size_t)nctas * nslots * slot_bytes, words = ALIGN_UP((size_t)nctas * nslots * 4, 128);
+    size_t acks = ALIGN_UP((size_t)nctas * 4, 128);
+    l.tx_slots = 0;
+    l.rx_slots = ALIGN_UP(slots, 128);
+    l.tx_ready = l.rx_slots + ALIGN_UP(slots, 128);
+    l.tx_len = l.tx_ready + words;
+    l.rx_ready = l.tx_len + words;
+    l.rx_len = l.rx_ready + words;
+    l.tx_ack = l.rx_len + words;
+    l.rx_ack = l.tx_ack + acks;
+    l.bytes = ALIGN_UP(l.rx_ack + acks, 4096); /* slots page-aligned for registration */
+    return l;
+}
+
+static void free_pc(mpccl_proxy_comm_t *pc)
+{
+    if (pc->mem && pc->leak == 0) pc->alloc.free(pc->alloc.ctx, pc->mem);
+    if (pc->leak == 2) return; /* the transport may still complete these requests */
+    free(pc->reqs);
+    free(pc->chans);
+    free(pc->peers);
+    free(pc);
+}
+
+static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, char *host, char *dev,
+                      const layout_t *l, mpccl_dev_link_t *link)
+{
+    size_t per = (size_t)pc->nctas * pc->nslots;
+    char *h = host + (size_t)k * l->bytes, *d = dev + (size_t)k * l->bytes;
+    pe->tx_slots = h + l->tx_slots;
+    pe->rx_slots = h + l->rx_slots;
+    pe->tx_ready = (volatile uint32_t *)(h + l->tx_ready);
+    pe->tx_len = (volatile uint32_t *)(h + l->tx_len);
+    pe->tx_ack = (volatile uint32_t *)(h + l->tx_ack);
+    pe->rx_ready = (volatile uint32_t *)(h + l->rx_ready);
+    pe->rx_len = (volatile uint32_t *)(h + l->rx_len);
+    pe->rx_ack = (volatile uint32_t *)(h + l->rx_ack);
+    pe->chan = pc->chans + (size_t)k * pc->nctas;
+    pe->tx_req = pc->reqs + (size_t)k * 2 * per;
+    pe->rx_req = pe->tx_req + per;
+    memset(link, 0, sizeof(*link));
+    link->kind = MPCCL_LINK_PROXY;
+    link->tx_slots = d + l->tx_slots;
+    link->tx_ready = (volatile uint32_t *)(d + l->tx_ready);
+    link->tx_len = (volatile uint32_t *)(d + l->tx_len);
+    link->tx_ack = (volatile uint32_t *)(d + l->tx_ack);
+    link->rx_slots = d + l->rx_slots;
+    link->rx_ready = (volatile uint32_t *)(d + l->rx_ready);
+    link->rx_len = (volatile uint32_t *)(d + l->rx_len);
+    link->rx_ack = (volatile uint32_t *)(d + l->rx_ack);
+}
+
+mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
+                                  const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
+                                  uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
+                                  mpccl_dev_link_t *links, mpccl_proxy_comm_t **out)
+{
+    MPCCL_CHECK(check_args(t, rank, nranks, is_remote, nctas, nslots, slot_bytes, alloc, links, out));
+    mpccl_status_t st = MPCCL_OK;
+    int npeers = 0;
+    for (int i = 0; i < nranks; i++) npeers += is_remote[i] != 0;
+    layout_t l = make_layout(nctas, nslots, slot_bytes);
+    size_t per = (size_t)nctas * nslots;
+    mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
+    if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
+    if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nctas + 1, sizeof(proxy_chan_t));
+    if (pc && pc->chans) pc->reqs = calloc((size_t)npeers * 2 * per + 1, sizeof(mpccl_req_t));
+    if (pc == NULL || pc->reqs == NULL) {
+        if (pc) free_pc(pc);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "proxy attach: out of memory for %d remote peers", npeers);
+    }
+    pc->t = t;
+    pc->rank = rank;
+    pc->nctas = nctas;
+    pc->nslots = nslots;
+    pc->slot_bytes = slot_bytes;
+    pc->alloc = *alloc;
+    pc->npeers = npeers;
+    if (npeers > 0) {
+        void *dev = NULL;
+        pc->mem_bytes = l.bytes * (size_t)npeers;
+        MPCCL_CHECK_GOTO(alloc->alloc(alloc->ctx, pc->mem_bytes, &pc->mem, &dev), st, fail);
+        memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
+        for (int i = 0, k = 0; i < nranks; i++)
+            if (is_remote[i]) {
+                pc->peers[k].rank = i;
+                set_views(pc, &pc->peers[k], k, pc->mem, dev, &l, &links[i]);
+                k++;
+            }
+    }
+    MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d attached: %d remote peers, %u CTAs x %u slots x %u bytes, "
+               "%zu bytes of staging", rank, npeers, nctas, nslots, slot_bytes, pc->mem_bytes);
+    if (npeers == 0) { /* nothing to serve: the thread is not needed */
+        *out = pc;
+        return MPCCL_OK;
+    }
+    pthread_mutex_lock(&P.life);
+    if (!P.running) {
+        P.stop = 0;
+        int e = pthread_create(&P.thread, NULL, proxy_main, NULL);
+        if (e != 0) {
+            pthread_mutex_unlock(&P.life);
+            st = mpccl_fail(MPCCL_ERR_SYSTEM, "proxy: cannot start the progress thread: %s", strerror(e));
+            goto fail;
+        }
+        P.running = 1;
+    }
+    pthread_mutex_lock(&P.lock);
+    pc->next = P.list;
+    P.list = pc;
+    __atomic_add_fetch(&P.gen, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&P.lock);
+    pthread_mutex_unlock(&P.life);
+    *out = pc;
+    return MPCCL_OK;
+fail:
+    free_pc(pc);
+    return st;
+}
+
+void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
+{
+    if (pc == NULL) return;
+    if (pc->npeers == 0) {
+        free_pc(pc);
+        return;
+    }
+    pthread_mutex_lock(&P.life);
+    pthread_mutex_lock(&P.lock);
+    __atomic_store_n(&pc->detach_req, force ? DETACH_FORCE : DETACH_FLUSH, __ATOMIC_RELEASE);
+    while (!pc->detached) pthread_cond_wait(&P.cv, &P.lock);
+    int last = P.list == NULL;
+    if (last) {
+        P.stop = 1;
+        __atomic_add_fetch(&P.gen, 1, __ATOMIC_ACQ_REL);
+    }
+    pthread_mutex_unlock(&P.lock);
+    if (last) {
+        pthread_join(P.thread, NULL);
+        P.running = 0;
+    }
+    pthread_mutex_unlock(&P.life);
+    free_pc(pc);
+}
+
+mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc)
+{
+    return pc ? __atomic_load_n(&pc->error, __ATOMIC_ACQUIRE) : MPCCL_OK;
+}

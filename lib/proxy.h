@@ -1,0 +1,71 @@
+/* The GPU proxy: one progress thread per process that carries the device
+ * engine's messages to peers on other nodes (link kind MPCCL_LINK_PROXY, see
+ * doc/GPU_DESIGN.md and lib/kernels/devplan.h).
+ *
+ * For each remote peer and CTA g the proxy owns staging memory that both the
+ * GPU and the host can reach: the kernel writes a piece into a tx slot and
+ * raises tx_ready; the proxy sends it with the transport and raises tx_ack when
+ * the send completed.  The proxy pre-posts nslots receives per (peer, g) into
+ * rx slots, raises rx_ready when one completes, and re-posts the slot once the
+ * kernel raised rx_ack past it.
+ *
+ * Ownership of the transport: once a transport is attached, its worker belongs
+ * to the proxy thread (it calls t->ops->progress, isend, irecv, cancel) until
+ * mpccl_proxy_detach returns.  The caller must not drive the same transport
+ * from another thread in between (GPU communicators use it only through the
+ * proxy; the host engine is not used on them).
+ *
+ * Tags: ((uint64_t)sender_rank << 40) | (3ULL << 38) | ((uint64_t)g << 30) |
+ * (piece & 0x3fffffff).  Tags with bits 39..38 = 3 are reserved for the proxy. */
+#ifndef MPCCL_PROXY_H
+#define MPCCL_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/devplan.h"
+#include "status.h"
+#include "transport.h"
+
+/* Memory the GPU and the host can both read and write.  alloc returns the host
+ * pointer and the device pointer of the same bytes (equal for plain host memory
+ * in CPU tests); free gets the host pointer back.  For CUDA builds: pinned host
+ * memory, cudaHostAlloc(Mapped|Portable) + cudaHostGetDevicePointer. */
+typedef struct mpccl_proxy_alloc {
+    mpccl_status_t (*alloc)(void *ctx, size_t bytes, void **host, void **dev);
+    void (*free)(void *ctx, void *host);
+    void *ctx;
+} mpccl_proxy_alloc_t;
+
+typedef struct mpccl_proxy_comm mpccl_proxy_comm_t;
+
+/* The proxy tag of piece p of CTA g sent by rank `sender`. */
+static inline uint64_t mpccl_proxy_tag(int sender, uint32_t g, uint32_t p)
+{
+    return ((uint64_t)sender << 40) | (3ULL << 38) | ((uint64_t)g << 30) | (p & 0x3fffffffu);
+}
+
+/* Attaches one communicator (transport t, this rank of nranks) to the proxy
+ * thread, starting the thread if it is the first.  is_remote[i] != 0 marks the
+ * peers reached through the proxy (never rank itself).  Allocates the staging
+ * of every remote peer and fills links[i] (host copy of the link table, nranks
+ * entries) for them: kind = MPCCL_LINK_PROXY and device pointers.  Other entries
+ * are left as they are.  nctas <= 256, nslots >= 1, slot_bytes a positive
+ * multiple of 16.  Local: no communication with the peers here; pieces a peer
+ * sends before this rank attached wait in the transport. */
+mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
+                                  const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
+                                  uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
+                                  mpccl_dev_link_t *links, mpccl_proxy_comm_t **out);
+
+/* Stops serving pc, cancels its pre-posted receives, frees its staging and pc;
+ * stops the thread when pc was the last communicator.  force = 0: first waits
+ * (at most UCX_CLOSE_TIMEOUT ms) for sends in flight; force = 1 (abort): waits
+ * for nothing.  Memory UCX may still touch (a send UCX could not cancel, a
+ * receive already matched) is left allocated rather than freed under it. */
+void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force);
+
+/* MPCCL_OK, or the first failure of a send or receive of pc (after which the
+ * proxy stopped serving pc: its kernel will not see further progress). */
+mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc);
+
+#endif

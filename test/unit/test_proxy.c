@@ -1,0 +1,560 @@
+/* The GPU proxy on the CPU: ranks are threads of this process with real UCX
+ * transports, staging is malloc'd (host pointer = device pointer), and a
+ * "kernel" thread per rank plays the device engine's side of the PROXY link
+ * protocol exactly as lib/kernels/devplan.h describes it.  Payloads are seeded
+ * random (MPCCL_TEST_SEED overrides; the seed is printed). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "proxy.h"
+#include "status.h"
+#include "transport.h"
+
+#define MAXR 4
+
+static uint64_t seed;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
+/* ---- staging from malloc, with a count of what is outstanding ---- */
+
+typedef struct cpu_heap {
+    pthread_mutex_t mu;
+    int outstanding;
+    size_t bytes;
+    void *blocks[16];
+    size_t sizes[16];
+} cpu_heap_t;
+
+static mpccl_status_t cpu_alloc(void *ctx, size_t bytes, void **host, void **dev)
+{
+    cpu_heap_t *h = ctx;
+    void *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (p == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "test allocator: %zu bytes", bytes);
+    memset(p, 0xcd, bytes); /* the proxy must clear its flags itself */
+    pthread_mutex_lock(&h->mu);
+    for (int i = 0; i < 16; i++)
+        if (h->blocks[i] == NULL) {
+            h->blocks[i] = p;
+            h->sizes[i] = bytes;
+            break;
+        }
+    h->outstanding++;
+    h->bytes = bytes;
+    pthread_mutex_unlock(&h->mu);
+    *host = *dev = p;
+    return MPCCL_OK;
+}
+
+static void cpu_free(void *ctx, void *host)
+{
+    cpu_heap_t *h = ctx;
+    pthread_mutex_lock(&h->mu);
+    int found = 0;
+    for (int i = 0; i < 16; i++)
+        if (h->blocks[i] == host) {
+            h->blocks[i] = NULL;
+            found = 1;
+        }
+    h->outstanding--;
+    pthread_mutex_unlock(&h->mu);
+    ck_assert_msg(found, "proxy freed %p, which it never allocated", host);
+    free(host);
+}
+
+/* Whether [p, p+n) lies inside one block of h. */
+static int in_heap(cpu_heap_t *h, const void *p, size_t n)
+{
+    const char *c = p;
+    for (int i = 0; i < 16; i++) {
+        const char *b = h->blocks[i];
+        if (b && c >= b && c + n <= b + h->sizes[i]) return 1;
+    }
+    return 0;
+}
+
+/* ---- ranks as threads: a barrier bootstrap, one UCX transport each ---- */
+
+typedef struct world {
+    int n;
+    pthread_barrier_t bar;
+    unsigned char slots[MAXR][8192];
+    uint8_t remote[MAXR][MAXR]; /* remote[i][j]: rank j is on another node for rank i */
+    uint32_t nctas, nslots, slot_bytes[MAXR];
+    int msgs;                   /* messages per (pair, CTA) */
+    size_t max_len;
+    cpu_heap_t heap[MAXR];
+    void (*body)(struct world *w, int rank, mpccl_transport_t *t, mpccl_bootstrap_t *bs);
+    double result[MAXR];
+} world_t;
+
+static mpccl_status_t tb_allgather(mpccl_bootstrap_t *bs, void *buf, size_t bytes)
+{
+    world_t *w = bs->impl;
+    ck_assert_uint_le(bytes, sizeof(w->slots[0]));
+    memcpy(w->slots[bs->rank], (unsigned char *)buf + bytes * (size_t)bs->rank, bytes);
+    pthread_barrier_wait(&w->bar);
+    for (int i = 0; i < bs->nranks; i++) memcpy((unsigned char *)buf + bytes * (size_t)i, w->slots[i], bytes);
+    pthread_barrier_wait(&w->bar);
+    return MPCCL_OK;
+}
+
+static mpccl_status_t tb_barrier(mpccl_bootstrap_t *bs)
+{
+    pthread_barrier_wait(&((world_t *)bs->impl)->bar);
+    return MPCCL_OK;
+}
+
+static void tb_close(mpccl_bootstrap_t *bs) { (void)bs; }
+
+static const struct mpccl_bootstrap_ops tb_ops = {tb_allgather, tb_barrier, tb_close};
+
+typedef struct rank_arg {
+    world_t *w;
+    int rank;
+} rank_arg_t;
+
+static void *rank_main(void *p)
+{
+    rank_arg_t *a = p;
+    world_t *w = a->w;
+    mpccl_bootstrap_t bs = {.rank = a->rank, .nranks = w->n, .ops = &tb_ops, .impl = w};
+    mpccl_transport_t *t = NULL;
+    ck_assert_msg(mpccl_ucx_transport_create(&bs, &t) == MPCCL_OK, "rank %d: transport: %s", a->rank,
+                  mpccl_last_error());
+    w->body(w, a->rank, t, &bs);
+    return NULL;
+}
+
+static void run_world(world_t *w)
+{
+    pthread_t th[MAXR];
+    rank_arg_t a[MAXR];
+    pthread_barrier_init(&w->bar, NULL, (unsigned)w->n);
+    for (int r = 0; r < w->n; r++) {
+        pthread_mutex_init(&w->heap[r].mu, NULL);
+        a[r] = (rank_arg_t){w, r};
+        ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &a[r]), 0);
+    }
+    for (int r = 0; r < w->n; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&w->bar);
+}
+
+static void all_remote(world_t *w)
+{
+    for (int i = 0; i < w->n; i++)
+        for (int j = 0; j < w->n; j++) w->remote[i][j] = i != j;
+}
+
+static mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t *t, mpccl_dev_link_t *links)
+{
+    mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &w->heap[rank]};
+    mpccl_proxy_comm_t *pc = NULL;
+    for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
+    mpccl_status_t st = mpccl_proxy_attach(t, rank, w->n, w->remote[rank], w->nctas, w->nslots,
+                                           w->slot_bytes[rank], &al, links, &pc);
+    ck_assert_msg(st == MPCCL_OK, "rank %d: attach: %s", rank, mpccl_last_error());
+    ck_assert_ptr_nonnull(pc);
+    return pc;
+}
+
+/* The links of remote peers point into the staging, distinct and aligned; the
+ * others are untouched. */
+static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
+{
+    size_t slots = (size_t)w->nctas * w->nslots * w->slot_bytes[rank];
+    size_t words = (size_t)w->nctas * w->nslots * 4, acks = (size_t)w->nctas * 4;
+    for (int i = 0; i < w->n; i++) {
+        const mpccl_dev_link_t *l = &links[i];
+        if (!w->remote[rank][i]) {
+            ck_assert_uint_eq(l->kind, MPCCL_LINK_NVLINK);
+            ck_assert_uint_eq(l->pad, 77);
+            continue;
+        }
+        ck_assert_uint_eq(l->kind, MPCCL_LINK_PROXY);
+        ck_assert(in_heap(&w->heap[rank], l->tx_slots, slots));
+        ck_assert(in_heap(&w->heap[rank], l->rx_slots, slots));
+        ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_ready, words));
+        ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_len, words));
+        ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_ready, words));
+        ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_len, words));
+        ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_ack, acks));
+        ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_ack, acks));
+        ck_assert_uint_eq((uintptr_t)l->tx_slots % 16, 0);
+        ck_assert_uint_eq((uintptr_t)l->rx_slots % 16, 0);
+        ck_assert(l->rx_slots >= l->tx_slots + slots || l->tx_slots >= l->rx_slots + slots);
+        for (size_t k = 0; k < words / 4; k++)
+            ck_assert(l->tx_ready[k] == 0 && l->tx_len[k] == 0 && l->rx_len[k] == 0);
+        for (size_t k = 0; k < acks / 4; k++) ck_assert(l->tx_ack[k] == 0 && l->rx_ack[k] == 0);
+        for (int j = 0; j < i; j++)
+            if (w->remote[rank][j]) ck_assert_ptr_ne(links[j].tx_slots, l->tx_slots);
+    }
+}
+
+/* ---- the kernel side of the protocol ---- */
+
+static size_t msg_len(const world_t *w, int src, int dst, uint32_t g, int m)
+{
+    uint64_t h = mix(seed ^ mix(((uint64_t)src << 48) ^ ((uint64_t)dst << 40) ^ ((uint64_t)g << 32) ^ (uint64_t)m));
+    return 1 + h % w->max_len;
+}
+
+static unsigned char msg_byte(int src, int dst, uint32_t g, int m, size_t off)
+{
+    uint64_t base = mix(seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(((src * MAXR + dst) * 256 + (int)g) * 100000 + m));
+    return (unsigned char)(mix(base + off / 8) >> (8 * (off % 8)));
+}
+
+typedef struct kchan {
+    int msg;        /* current message */
+    size_t off;     /* bytes of it already moved */
+    uint32_t seq;   /* pieces moved on this channel, ever */
+} kchan_t;
+
+/* One piece from a sender CTA if its slot is free (ack >= p - K + 1). */
+static int kernel_send(world_t *w, int me, int peer, uint32_t g, const mpccl_dev_link_t *l, kchan_t *c)
+{
+    uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
+    if (c->msg >= w->msgs) return 0;
+    if ((int32_t)(l->tx_ack[g] - (p - K + 1)) < 0) return 0;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    size_t len = msg_len(w, me, peer, g, c->msg), n = len - c->off < S ? len - c->off : S;
+    size_t i = (size_t)g * K + p % K;
+    char *slot = l->tx_slots + i * S;
+    for (size_t k = 0; k < n; k++) slot[k] = (char)msg_byte(me, peer, g, c->msg, c->off + k);
+    l->tx_len[i] = (uint32_t)n;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* __threadfence_system */
+    l->tx_ready[i] = p + 1;
+    c->seq++;
+    c->off += n;
+    if (c->off == len) c->msg++, c->off = 0;
+    return 1;
+}
+
+/* One piece into a receiver CTA if it is there (ready == p + 1). */
+static int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mpccl_dev_link_t *l, kchan_t *c)
+{
+    uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
+    size_t i = (size_t)g * K + p % K;
+    if (c->msg >= w->msgs || l->rx_ready[i] != p + 1) return 0;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    size_t len = msg_len(w, peer, me, g, c->msg), n = len - c->off < S ? len - c->off : S;
+    ck_assert_msg(l->rx_len[i] == n, "rank %d from %d CTA %u piece %u: rx_len %u, expected %zu", me, peer, g,
+                  p, l->rx_len[i], n);
+    const unsigned char *slot = (const unsigned char *)l->rx_slots + i * S;
+    for (size_t k = 0; k < n; k++)
+        ck_assert_msg(slot[k] == msg_byte(peer, me, g, c->msg, c->off + k),
+                      "rank %d from %d CTA %u message %d: byte %zu differs", me, peer, g, c->msg, c->off + k);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    l->rx_ack[g] = p + 1;
+    c->seq++;
+    c->off += n;
+    if (c->off == len) c->msg++, c->off = 0;
+    return 1;
+}
+
+/* Runs every channel of this rank (both directions, every CTA) until all
+ * messages went out and came in, the way one engine CTA interleaves its steps. */
+static void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpccl_proxy_comm_t *pc, double limit)
+{
+    kchan_t tx[MAXR][8], rx[MAXR][8];
+    memset(tx, 0, sizeof(tx));
+    memset(rx, 0, sizeof(rx));
+    double end = now_s() + limit;
+    for (;;) {
+        int act = 0, left = 0;
+        for (int peer = 0; peer < w->n; peer++) {
+            if (!w->remote[me][peer]) continue;
+            for (uint32_t g = 0; g < w->nctas; g++) {
+                act += kernel_send(w, me, peer, g, &links[peer], &tx[peer][g]);
+                act += kernel_recv(w, me, peer, g, &links[peer], &rx[peer][g]);
+                left += (tx[peer][g].msg < w->msgs) + (rx[peer][g].msg < w->msgs);
+            }
+        }
+        if (!left) break;
+        ck_assert_msg(mpccl_proxy_error(pc) == MPCCL_OK, "rank %d: proxy error: %s", me, mpccl_last_error());
+        ck_assert_msg(now_s() < end, "rank %d: %d channels unfinished after %.0f s", me, left, limit);
+        if (!act) sched_yield();
+    }
+    /* Every tx piece acknowledged. */
+    for (int peer = 0; peer < w->n; peer++)
+        for (uint32_t g = 0; w->remote[me][peer] && g < w->nctas; g++)
+            while (links[peer].tx_ack[g] != tx[peer][g].seq) {
+                ck_assert_msg(now_s() < end, "rank %d: acks to %d CTA %u stuck at %u of %u", me, peer, g,
+                              links[peer].tx_ack[g], tx[peer][g].seq);
+                sched_yield();
+            }
+}
+
+/* ---- traffic ---- */
+
+static void traffic_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    double t0 = now_s();
+    for (int round = 0; round < 2; round++) { /* the second round restarts the thread */
+        mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+        check_links(w, me, links);
+        kernel(w, me, links, pc, 60);
+        ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_OK);
+        mpccl_bootstrap_barrier(bs); /* traffic idle everywhere */
+        mpccl_proxy_detach(pc, 0);
+        ck_assert_int_eq(w->heap[me].outstanding, 0);
+        mpccl_bootstrap_barrier(bs);
+    }
+    w->result[me] = now_s() - t0;
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, 0);
+}
+
+START_TEST(test_traffic)
+{
+    /* 2 or 3 ranks, 2..4 CTAs; in the 3-rank cases ranks 0 and 1 share a node. */
+    static const struct { int n; uint32_t nctas; int local01; } cases[] = {
+        {2, 2, 0}, {3, 3, 0}, {3, 4, 1}, {2, 4, 0}};
+    world_t *w = calloc(1, sizeof(*w));
+    w->n = cases[_i].n;
+    w->nctas = cases[_i].nctas;
+    w->nslots = 4;
+    for (int r = 0; r < MAXR; r++) w->slot_bytes[r] = 256;
+    w->msgs = 60;
+    w->max_len = 1100; /* up to 5 pieces per message, the last one short */
+    all_remote(w);
+    if (cases[_i].local01) w->remote[0][1] = w->remote[1][0] = 0;
+    w->body = traffic_body;
+    run_world(w);
+    size_t pieces = 0;
+    for (int s = 0; s < w->n; s++)
+        for (int d = 0; d < w->n; d++)
+            for (uint32_t g = 0; w->remote[s][d] && g < w->nctas; g++)
+                for (int m = 0; m < w->msgs; m++) pieces += (msg_len(w, s, d, g, m) + 255) / 256;
+    printf("test_traffic: %d ranks, %u CTAs, local01=%d: 2 rounds of %zu pieces in %.2f s\n", w->n, w->nctas,
+           cases[_i].local01, pieces, w->result[0]);
+    free(w);
+}
+END_TEST
+
+/* ---- errors ---- */
+
+static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+    if (me == 0) { /* piece 0 of CTA 0: 512 bytes towards a peer whose slots hold 256 */
+        const mpccl_dev_link_t *l = &links[1];
+        for (int k = 0; k < 512; k++) l->tx_slots[k] = (char)msg_byte(0, 1, 0, 0, (size_t)k);
+        l->tx_len[0] = 512;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        l->tx_ready[0] = 1;
+    }
+    if (me == 1) {
+        double end = now_s() + 20;
+        while (mpccl_proxy_error(pc) == MPCCL_OK) {
+            ck_assert_msg(now_s() < end, "the truncated receive was never reported");
+            usleep(1000);
+        }
+        ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_ERR_INTERNAL);
+        ck_assert_uint_eq(links[0].rx_ready[0], 0); /* never handed to the kernel */
+        printf("test_error: rank 1 reports %s: %s\n", mpccl_status_name(mpccl_proxy_error(pc)), mpccl_last_error());
+    }
+    mpccl_bootstrap_barrier(bs);
+    if (me == 0) ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_OK);
+    double t0 = now_s();
+    mpccl_proxy_detach(pc, 0);
+    ck_assert_msg(now_s() - t0 < 1.0, "detach after an error took %.2f s", now_s() - t0);
+    ck_assert_int_eq(w->heap[me].outstanding, 0);
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, 1);
+}
+
+START_TEST(test_error)
+{
+    world_t *w = calloc(1, sizeof(*w));
+    w->n = 2;
+    w->nctas = 2;
+    w->nslots = 4;
+    w->slot_bytes[0] = 512;
+    w->slot_bytes[1] = 256;
+    w->msgs = 1;
+    all_remote(w);
+    w->body = error_body;
+    run_world(w);
+    free(w);
+}
+END_TEST
+
+/* ---- forced detach with traffic in flight ---- */
+
+static void force_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+    /* Send as far as the slots allow, never consume: the peer's proxy fills its
+     * K receive slots, further pieces wait in UCX (large ones unmatched). */
+    kchan_t tx[MAXR][8];
+    memset(tx, 0, sizeof(tx));
+    double end = now_s() + 0.5;
+    while (now_s() < end)
+        for (int peer = 0; peer < w->n; peer++)
+            for (uint32_t g = 0; w->remote[me][peer] && g < w->nctas; g++)
+                if (!kernel_send(w, me, peer, g, &links[peer], &tx[peer][g])) sched_yield();
+    mpccl_bootstrap_barrier(bs);
+    double t0 = now_s();
+    mpccl_proxy_detach(pc, 1);
+    double dt = now_s() - t0;
+    ck_assert_msg(dt < 0.5, "forced detach took %.2f s", dt);
+    w->result[me] = (double)w->heap[me].outstanding;
+    printf("test_force: rank %d: detach(force) %.1f ms, %d staging blocks left to UCX\n", me, dt * 1e3,
+           w->heap[me].outstanding);
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, 1);
+    /* The worker is gone: nothing can touch the staging any more. */
+    for (int i = 0; i < 16; i++)
+        if (w->heap[me].blocks[i]) cpu_free(&w->heap[me], w->heap[me].blocks[i]);
+}
+
+START_TEST(test_force)
+{
+    world_t *w = calloc(1, sizeof(*w));
+    w->n = 2;
+    w->nctas = 3;
+    w->nslots = 4;
+    w->slot_bytes[0] = w->slot_bytes[1] = _i ? 256 * 1024 : 256; /* eager / rendezvous sized */
+    w->msgs = 1000000;
+    w->max_len = 5 * w->slot_bytes[0];
+    all_remote(w);
+    w->body = force_body;
+    run_world(w);
+    free(w);
+}
+END_TEST
+
+/* ---- an idle proxy costs (almost) no CPU ---- */
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+static void idle_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+    mpccl_bootstrap_barrier(bs);
+    if (me == 0) { /* the others wait in the barrier (futex: no CPU) */
+        usleep(200000); /* past the spin and yield phases */
+        double c0 = cpu_s(), t0 = now_s();
+        usleep(1000000);
+        double c1 = cpu_s(), t1 = now_s();
+        w->result[0] = (c1 - c0) / (t1 - t0);
+    }
+    mpccl_bootstrap_barrier(bs);
+    mpccl_proxy_detach(pc, 0);
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, 0);
+}
+
+START_TEST(test_idle_cpu)
+{
+    world_t *w = calloc(1, sizeof(*w));
+    w->n = 3;
+    w->nctas = 4;
+    w->nslots = 4;
+    w->slot_bytes[0] = w->slot_bytes[1] = w->slot_bytes[2] = 256;
+    all_remote(w);
+    w->body = idle_body;
+    run_world(w);
+    printf("test_idle_cpu: 3 attached communicators, idle proxy thread: %.1f%% of a core\n", 100 * w->result[0]);
+    ck_assert_msg(w->result[0] < 0.15, "idle proxy used %.1f%% of a core", 100 * w->result[0]);
+    free(w);
+}
+END_TEST
+
+/* ---- argument checks ---- */
+
+START_TEST(test_args)
+{
+    mpccl_transport_t t = {.ops = NULL, .rank = 0, .nranks = 2, .impl = NULL};
+    cpu_heap_t heap = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &heap}, bad = {NULL, cpu_free, &heap};
+    uint8_t rem[2] = {0, 1}, self[2] = {1, 1};
+    mpccl_dev_link_t links[2];
+    mpccl_proxy_comm_t *pc = NULL;
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 0, 4, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "nctas = 0"));
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 257, 4, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 3, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "nslots = 3"));
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 100, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "slot_bytes = 100"));
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 1, 2, rem, 2, 4, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, self, 2, 4, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &bad, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &al, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_ptr_null(pc);
+    ck_assert_int_eq(heap.outstanding, 0);
+    /* No remote peer: nothing allocated, no thread, links untouched. */
+    uint8_t none[2] = {0, 0};
+    links[1].kind = MPCCL_LINK_HOST;
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, none, 2, 4, 256, &al, links, &pc), MPCCL_OK);
+    ck_assert_uint_eq(links[1].kind, MPCCL_LINK_HOST);
+    ck_assert_int_eq(heap.outstanding, 0);
+    ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_OK);
+    mpccl_proxy_detach(pc, 0);
+    ck_assert_uint_eq(mpccl_proxy_tag(5, 3, 0x40000001u),
+                      (5ULL << 40) | (3ULL << 38) | (3ULL << 30) | 1ULL);
+}
+END_TEST
+
+int main(void)
+{
+#ifndef MPCCL_REQ_HAS_BYTES
+    printf("test_proxy: SKIP: the transport does not report received lengths (mpccl_req_t.bytes); "
+           "the proxy needs them and refuses to attach\n");
+    return 77;
+#endif
+    const char *s = getenv("MPCCL_TEST_SEED");
+    seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
+    printf("test_proxy: seed %llu (MPCCL_TEST_SEED)\n", (unsigned long long)seed);
+    Suite *su = suite_create("proxy");
+    TCase *tc = tcase_create("proxy");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_args);
+    tcase_add_loop_test(tc, test_traffic, 0, 4);
+    tcase_add_test(tc, test_error);
+    tcase_add_loop_test(tc, test_force, 0, 2);
+    tcase_add_test(tc, test_idle_cpu);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
