@@ -1,0 +1,409 @@
+/* Device plans without a GPU: the schedule -> device step conversion, the
+ * `local` dependency rule (hand-built cases, and every dependency of real plans
+ * of every collective and algorithm checked against an exact, unbounded
+ * re-derivation of the rule), and the image layout the upload copies.
+ * Seed: MPCCL_TEST_SEED. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo.h"
+#include "gpu_plan.h"
+
+static uint64_t seed, rng;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Converts s; returns the deps (caller frees) and fills steps if given. */
+static mpccl_dev_dep_t *convert(const mpccl_sched_t *s, mpccl_inout_t io, int64_t in_off, mpccl_dev_step_t **steps_out)
+{
+    mpccl_dev_step_t *steps = malloc((s->nsteps + 1) * sizeof(*steps));
+    mpccl_dev_dep_t *deps = malloc((s->ndeps + 1) * sizeof(*deps));
+    ck_assert(steps && deps);
+    ck_assert_int_eq(mpccl_gpu_plan_convert(s, io, in_off, steps, deps), MPCCL_OK);
+    if (steps_out) *steps_out = steps;
+    else free(steps);
+    return deps;
+}
+
+static mpccl_ref_t R(uint32_t buf, uint64_t off) { return mpccl_ref(buf, off); }
+
+/* The local flag of step i's j-th dependency. */
+static int local_of(const mpccl_sched_t *s, const mpccl_dev_dep_t *deps, uint32_t i, uint32_t j)
+{
+    ck_assert_uint_lt(j, s->steps[i].ndeps);
+    return (int)deps[s->steps[i].dep_first + j].local;
+}
+
+START_TEST(fields_copied)
+{
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 3), MPCCL_OK);
+    uint32_t a = mpccl_b_recv(&b, 2, R(MPCCL_BUF_TMP, 64), 100, NULL, 0);
+    uint32_t c = mpccl_b_reduce(&b, R(MPCCL_BUF_OUT, 7), R(MPCCL_BUF_IN, 9), R(MPCCL_BUF_TMP, 64), 100, MPCCL_DEPS(a));
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_OUT, 7), 100, MPCCL_DEPS(c, a));
+    mpccl_b_join(&b, MPCCL_DEPS(a, c));
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    mpccl_dev_step_t *st;
+    mpccl_dev_dep_t *deps = convert(&s, MPCCL_INOUT_DISTINCT, 0, &st);
+    ck_assert_uint_eq(s.nsteps, 4);
+    for (uint32_t i = 0; i < s.nsteps; i++) {
+        const mpccl_step_t *t = &s.steps[i];
+        ck_assert_uint_eq(st[i].kind, t->kind);
+        ck_assert_int_eq(st[i].peer, t->peer);
+        ck_assert_uint_eq(st[i].dep_first, t->dep_first);
+        ck_assert_uint_eq(st[i].ndeps, t->ndeps);
+        ck_assert_uint_eq(st[i].count, t->kind == MPCCL_STEP_NOP ? 0 : t->count);
+        ck_assert_uint_eq(st[i].dst_buf, t->dst.buf);
+        ck_assert_uint_eq(st[i].src0_buf, t->src0.buf);
+        ck_assert_uint_eq(st[i].src1_buf, t->src1.buf);
+        ck_assert_uint_eq(st[i].dst_off, t->dst.off);
+        ck_assert_uint_eq(st[i].src0_off, t->src0.off);
+        ck_assert_uint_eq(st[i].src1_off, t->src1.off);
+        for (uint32_t j = 0; j < t->ndeps; j++) ck_assert_uint_eq(deps[t->dep_first + j].step, s.deps[t->dep_first + j]);
+    }
+    /* recv -> reduce (same slot, same count) and reduce -> send are local;
+     * the NOP joins with count 0, so waits for every CTA. */
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 1);
+    ck_assert_int_eq(local_of(&s, deps, 2, 0), 1);
+    ck_assert_int_eq(local_of(&s, deps, 2, 1), 1);
+    ck_assert_int_eq(local_of(&s, deps, 3, 0), 0);
+    ck_assert_int_eq(local_of(&s, deps, 3, 1), 0);
+    free(st);
+    free(deps);
+    mpccl_sched_free(&s);
+}
+END_TEST
+
+START_TEST(count_and_alignment)
+{
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    uint32_t w = mpccl_b_copy(&b, R(MPCCL_BUF_OUT, 0), R(MPCCL_BUF_IN, 0), 100, NULL, 0);            /* 0 */
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_OUT, 0), 99, MPCCL_DEPS(w));                                     /* 1: count differs */
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_OUT, 5), 100, MPCCL_DEPS(w));                                    /* 2: shifted */
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_OUT, 100), 100, MPCCL_DEPS(w));                                  /* 3: disjoint */
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_IN, 3), 100, MPCCL_DEPS(w));                                     /* 4: read/read */
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    mpccl_dev_dep_t *deps = convert(&s, MPCCL_INOUT_DISTINCT, 0, NULL);
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 0);
+    ck_assert_int_eq(local_of(&s, deps, 2, 0), 0);
+    ck_assert_int_eq(local_of(&s, deps, 3, 0), 1);
+    ck_assert_int_eq(local_of(&s, deps, 4, 0), 1);
+    free(deps);
+    mpccl_sched_free(&s);
+}
+END_TEST
+
+/* i -> d -> e all local would give CTA g only e's partition g, but i touches
+ * what e wrote at another position: i -> d must not be local. */
+START_TEST(transitive_chain)
+{
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    uint32_t e = mpccl_b_recv(&b, 1, R(MPCCL_BUF_TMP, 0), 64, NULL, 0);
+    uint32_t d = mpccl_b_recv(&b, 1, R(MPCCL_BUF_TMP, 1000), 64, MPCCL_DEPS(e)); /* disjoint: local */
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_TMP, 16), 64, MPCCL_DEPS(d));                 /* overlaps e shifted */
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_TMP, 0), 64, MPCCL_DEPS(d));                  /* overlaps e aligned */
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    mpccl_dev_dep_t *deps = convert(&s, MPCCL_INOUT_DISTINCT, 0, NULL);
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 1);
+    ck_assert_int_eq(local_of(&s, deps, 2, 0), 0);
+    ck_assert_int_eq(local_of(&s, deps, 3, 0), 1);
+    free(deps);
+    mpccl_sched_free(&s);
+}
+END_TEST
+
+/* A long local chain over ever new regions turns opaque (bounded work); its
+ * dependents then wait for all CTAs, and a new chain starts. */
+START_TEST(long_chain_bounded)
+{
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    uint32_t prev = MPCCL_NONE;
+    for (int k = 0; k < 100; k++) prev = mpccl_b_recv(&b, 1, R(MPCCL_BUF_TMP, (uint64_t)k * 64), 64, MPCCL_DEPS(prev));
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    mpccl_dev_dep_t *deps = convert(&s, MPCCL_INOUT_DISTINCT, 0, NULL);
+    int nonlocal = 0;
+    for (uint32_t i = 1; i < s.nsteps; i++) nonlocal += !local_of(&s, deps, i, 0);
+    ck_assert_int_ge(nonlocal, 1);
+    ck_assert_int_le(nonlocal, 20);
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 1);
+    free(deps);
+    mpccl_sched_free(&s);
+}
+END_TEST
+
+START_TEST(in_out_relation)
+{
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    uint32_t r = mpccl_b_reduce(&b, R(MPCCL_BUF_TMP, 0), R(MPCCL_BUF_TMP, 0), R(MPCCL_BUF_IN, 40), 50, NULL, 0);
+    mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, 10), 50, MPCCL_DEPS(r)); /* WAR on IN if IN aliases OUT */
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    mpccl_dev_dep_t *deps = convert(&s, MPCCL_INOUT_UNKNOWN, 0, NULL);
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 0);
+    free(deps);
+    deps = convert(&s, MPCCL_INOUT_DISTINCT, 0, NULL);
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 1);
+    free(deps);
+    deps = convert(&s, MPCCL_INOUT_OFFSET, -30, NULL); /* IN 40 is OUT 10: aligned */
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 1);
+    free(deps);
+    deps = convert(&s, MPCCL_INOUT_OFFSET, -20, NULL); /* IN 40 is OUT 20: shifted */
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 0);
+    free(deps);
+    s.needs_prescale = 1; /* IN is the scaled copy: never OUT */
+    deps = convert(&s, MPCCL_INOUT_UNKNOWN, 0, NULL);
+    ck_assert_int_eq(local_of(&s, deps, 1, 0), 1);
+    free(deps);
+    mpccl_sched_free(&s);
+}
+END_TEST
+
+/* ---- The rule re-derived exactly, for real plans ------------------------------- */
+
+typedef struct xref {
+    int buf;
+    int64_t off;
+    int w;
+} xref_t;
+
+static int refs_of(const mpccl_step_t *t, int alias, int64_t in_off, xref_t *o)
+{
+    int n = 0;
+    const mpccl_ref_t *dst = &t->dst, *s0 = &t->src0, *s1 = &t->src1;
+    switch (t->kind) {
+    case MPCCL_STEP_SEND: o[n++] = (xref_t){(int)s0->buf, (int64_t)s0->off, 0}; break;
+    case MPCCL_STEP_RECV: o[n++] = (xref_t){(int)dst->buf, (int64_t)dst->off, 1}; break;
+    case MPCCL_STEP_REDUCE: o[n++] = (xref_t){(int)s1->buf, (int64_t)s1->off, 0}; /* fall through */
+    case MPCCL_STEP_COPY:
+    case MPCCL_STEP_SCALE:
+    case MPCCL_STEP_DIVIDE:
+        o[n++] = (xref_t){(int)dst->buf, (int64_t)dst->off, 1};
+        o[n++] = (xref_t){(int)s0->buf, (int64_t)s0->off, 0};
+        break;
+    default: break;
+    }
+    for (int k = 0; k < n; k++)
+        if (alias && o[k].buf == MPCCL_BUF_IN) o[k].buf = MPCCL_BUF_OUT, o[k].off += in_off;
+    return n;
+}
+
+/* Every step e reachable from d over local edges (d included) must meet step i
+ * only at equal positions where one of them writes, with equal counts. */
+static void check_local_dep(const mpccl_sched_t *s, const mpccl_dev_dep_t *deps, uint32_t i, uint32_t d, int alias,
+                            int64_t in_off, unsigned char *seen, uint32_t *stack, const char *what)
+{
+    xref_t ri[3], re[3];
+    int ni = refs_of(&s->steps[i], alias, in_off, ri);
+    uint64_t cnt = s->steps[i].kind == MPCCL_STEP_NOP ? 0 : s->steps[i].count;
+    memset(seen, 0, s->nsteps);
+    uint32_t sp = 0;
+    stack[sp++] = d;
+    seen[d] = 1;
+    while (sp) {
+        uint32_t e = stack[--sp];
+        const mpccl_step_t *t = &s->steps[e];
+        uint64_t ce = t->kind == MPCCL_STEP_NOP ? 0 : t->count;
+        ck_assert_msg(ce == cnt, "%s: step %u local on %u whose local ancestor %u has count %llu vs %llu", what, i, d,
+                      e, (unsigned long long)ce, (unsigned long long)cnt);
+        int ne = refs_of(t, alias, in_off, re);
+        for (int a = 0; a < ni; a++)
+            for (int c = 0; c < ne; c++) {
+                if (!ri[a].w && !re[c].w) continue;
+                if (ri[a].buf != re[c].buf) continue;
+                int64_t n = (int64_t)cnt;
+                int overlap = ri[a].off < re[c].off + n && re[c].off < ri[a].off + n;
+                ck_assert_msg(!overlap || ri[a].off == re[c].off,
+                              "%s: step %u local on %u but meets local ancestor %u shifted (%lld vs %lld)", what, i, d,
+                              e, (long long)ri[a].off, (long long)re[c].off);
+            }
+        for (uint32_t j = 0; j < t->ndeps; j++) {
+            const mpccl_dev_dep_t *x = &deps[t->dep_first + j];
+            if (x->local && !seen[x->step]) seen[x->step] = 1, stack[sp++] = x->step;
+        }
+    }
+}
+
+static const struct {
+    mpccl_coll_t coll;
+    mpccl_algo_t algo;
+} combos[] = {
+    {MPCCL_COLL_ALLREDUCE, MPCCL_ALGO_RING},      {MPCCL_COLL_ALLREDUCE, MPCCL_ALGO_RD},
+    {MPCCL_COLL_ALLREDUCE, MPCCL_ALGO_HIER},      {MPCCL_COLL_BROADCAST, MPCCL_ALGO_RING},
+    {MPCCL_COLL_BROADCAST, MPCCL_ALGO_TREE},      {MPCCL_COLL_REDUCE, MPCCL_ALGO_RING},
+    {MPCCL_COLL_REDUCE, MPCCL_ALGO_TREE},         {MPCCL_COLL_ALLGATHER, MPCCL_ALGO_RING},
+    {MPCCL_COLL_ALLGATHER, MPCCL_ALGO_DIRECT},    {MPCCL_COLL_REDUCESCATTER, MPCCL_ALGO_RING},
+    {MPCCL_COLL_REDUCESCATTER, MPCCL_ALGO_DIRECT}, {MPCCL_COLL_ALLTOALL, MPCCL_ALGO_DIRECT},
+    {MPCCL_COLL_GATHER, MPCCL_ALGO_DIRECT},       {MPCCL_COLL_SCATTER, MPCCL_ALGO_DIRECT},
+};
+
+static int64_t in_offset(mpccl_coll_t c, int r, int root, int64_t k)
+{
+    switch (c) {
+    case MPCCL_COLL_ALLGATHER: return r * k;
+    case MPCCL_COLL_REDUCESCATTER: return -r * k;
+    case MPCCL_COLL_GATHER: return root * k;
+    case MPCCL_COLL_SCATTER: return -root * k;
+    default: return 0;
+    }
+}
+
+START_TEST(real_plans_sound)
+{
+    int node_of[8], local[8], size[2];
+    long nlocal = 0, ndeps = 0;
+    for (size_t ci = 0; ci < sizeof(combos) / sizeof(combos[0]); ci++)
+        for (int n = 2; n <= 8; n += 3) /* 2, 5, 8 */
+            for (int inp = 0; inp < 2; inp++) {
+                uint64_t counts[] = {1, 7, 1021, 4096 + rnd() % 5000};
+                for (size_t k = 0; k < 4; k++) {
+                    int nn = n % 2 == 0 ? 2 : 1, r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
+                    for (int x = 0; x < n; x++) node_of[x] = x / (n / nn), local[x] = x % (n / nn);
+                    size[0] = size[1] = n / nn;
+                    mpccl_topo_t topo = {r, n, nn, node_of, local, size};
+                    mpccl_plan_params_t p = {256, {MPCCL_ALGO_AUTO}};
+                    p.forced[combos[ci].coll] = combos[ci].algo;
+                    int prescale = rnd() % 4 == 0;
+                    mpccl_coll_desc_t d = {combos[ci].coll, counts[k], ncclFloat32, MPCCL_OP_SUM, prescale, 0,
+                                           root, inp};
+                    if ((d.coll == MPCCL_COLL_GATHER || d.coll == MPCCL_COLL_SCATTER) && r != root) d.in_place = 0;
+                    mpccl_sched_t s;
+                    ck_assert_int_eq(mpccl_plan(&topo, &d, &p, &s), MPCCL_OK);
+                    int alias = d.in_place && !prescale;
+                    int64_t off = in_offset(d.coll, r, root, (int64_t)d.count);
+                    mpccl_inout_t io = alias ? MPCCL_INOUT_OFFSET : MPCCL_INOUT_DISTINCT;
+                    /* Alternate with the always-safe relation. */
+                    if (rnd() % 2) io = MPCCL_INOUT_UNKNOWN;
+                    mpccl_dev_dep_t *deps = convert(&s, io, off, NULL);
+                    unsigned char *seen = malloc(s.nsteps + 1);
+                    uint32_t *stack = malloc((s.nsteps + 1) * sizeof(uint32_t));
+                    char what[160];
+                    snprintf(what, sizeof(what), "seed %llu %s/%s n=%d rank %d count %llu %s io %d",
+                             (unsigned long long)seed, mpccl_coll_name(d.coll), mpccl_algo_name((mpccl_algo_t)s.algo),
+                             n, r, (unsigned long long)d.count, inp ? "in-place" : "out-of-place", (int)io);
+                    for (uint32_t i = 0; i < s.nsteps; i++)
+                        for (uint32_t j = 0; j < s.steps[i].ndeps; j++) {
+                            const mpccl_dev_dep_t *x = &deps[s.steps[i].dep_first + j];
+                            ndeps++;
+                            if (!x->local) continue;
+                            nlocal++;
+                            /* Unknown placement: IN and OUT may be anything, so
+                             * the check folds IN into OUT with every offset the
+                             * plan could meet; the in-place one suffices here. */
+                            check_local_dep(&s, deps, i, x->step, alias, off, seen, stack, what);
+                            if (io == MPCCL_INOUT_UNKNOWN && !prescale) /* prescaled IN is never OUT */
+                                check_local_dep(&s, deps, i, x->step, 1, off + 1, seen, stack, what);
+                        }
+                    free(seen);
+                    free(stack);
+                    free(deps);
+                    mpccl_sched_free(&s);
+                }
+            }
+    printf("real plans: %ld of %ld dependencies local\n", nlocal, ndeps);
+    ck_assert_int_gt(nlocal, ndeps / 10); /* the rule is not vacuous */
+}
+END_TEST
+
+START_TEST(image_layout)
+{
+    int node_of[4] = {0, 0, 0, 0}, local[4] = {0, 1, 2, 3}, size[1] = {4};
+    mpccl_topo_t topo = {1, 4, 1, node_of, local, size};
+    mpccl_plan_params_t p = {1024, {MPCCL_ALGO_AUTO}};
+    p.forced[MPCCL_COLL_ALLREDUCE] = MPCCL_ALGO_RING;
+    mpccl_coll_desc_t d = {MPCCL_COLL_ALLREDUCE, 5000, ncclFloat32, MPCCL_OP_SUM, 0, 0, 0, 0};
+    mpccl_sched_t s;
+    ck_assert_int_eq(mpccl_plan(&topo, &d, &p, &s), MPCCL_OK);
+    void *img = NULL;
+    size_t bytes = 0;
+    uint32_t nl = 0;
+    ck_assert_int_eq(mpccl_gpu_plan_image(&s, MPCCL_INOUT_DISTINCT, 0, 0, 0x10000, &img, &bytes, &nl), MPCCL_ERR_ARG);
+    ck_assert_ptr_null(img);
+    ck_assert_int_eq(mpccl_gpu_plan_image(&s, MPCCL_INOUT_DISTINCT, 0, MPCCL_ENGINE_MAX_WINDOW + 1, 0x10000, &img,
+                                          &bytes, &nl), MPCCL_ERR_ARG);
+    uintptr_t base = 0x7f0000000000ull;
+    ck_assert_int_eq(mpccl_gpu_plan_image(&s, MPCCL_INOUT_DISTINCT, 0, 8, base, &img, &bytes, &nl), MPCCL_OK);
+    const mpccl_dev_plan_t *h = img;
+    ck_assert_uint_eq(h->nsteps, s.nsteps);
+    ck_assert_uint_eq(h->window, 8);
+    ck_assert_uint_gt(nl, 0);
+    uintptr_t ptrs[5] = {(uintptr_t)h->steps, (uintptr_t)h->deps, (uintptr_t)h->step_done, (uintptr_t)h->launches,
+                         (uintptr_t)h->ctas_finished};
+    for (int k = 0; k < 5; k++) {
+        ck_assert_uint_ge(ptrs[k], base + sizeof(*h));
+        ck_assert_uint_lt(ptrs[k], base + bytes);
+        ck_assert_uint_eq(ptrs[k] % 4, 0);
+    }
+    ck_assert_uint_eq((uintptr_t)h->steps % 16, 0);
+    ck_assert_uint_le((uintptr_t)h->step_done + s.nsteps * 4, base + bytes);
+    ck_assert_uint_le((uintptr_t)h->deps + s.ndeps * sizeof(mpccl_dev_dep_t), (uintptr_t)h->launches);
+    const char *c = img;
+    const mpccl_dev_step_t *st = (const void *)(c + ((uintptr_t)h->steps - base));
+    for (uint32_t i = 0; i < s.nsteps; i++) ck_assert_uint_eq(st[i].kind, s.steps[i].kind);
+    const uint32_t *done = (const void *)(c + ((uintptr_t)h->step_done - base));
+    for (uint32_t i = 0; i < s.nsteps; i++) ck_assert_uint_eq(done[i], 0);
+    ck_assert_uint_eq(*(const uint32_t *)(c + ((uintptr_t)h->launches - base)), 0);
+    ck_assert_uint_eq(*(const uint32_t *)(c + ((uintptr_t)h->ctas_finished - base)), 0);
+    free(img);
+    mpccl_sched_free(&s);
+}
+END_TEST
+
+START_TEST(bad_schedule_rejected)
+{
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    uint32_t a = mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, 0), 10, NULL, 0);
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_OUT, 0), 10, MPCCL_DEPS(a));
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    mpccl_dev_step_t st[2];
+    mpccl_dev_dep_t dp[1];
+    s.deps[0] = 1; /* depends on itself */
+    ck_assert_int_eq(mpccl_gpu_plan_convert(&s, MPCCL_INOUT_DISTINCT, 0, st, dp), MPCCL_ERR_INTERNAL);
+    s.deps[0] = 0;
+    s.steps[1].kind = 42;
+    ck_assert_int_eq(mpccl_gpu_plan_convert(&s, MPCCL_INOUT_DISTINCT, 0, st, dp), MPCCL_ERR_INTERNAL);
+    mpccl_sched_free(&s);
+}
+END_TEST
+
+int main(void)
+{
+    const char *e = getenv("MPCCL_TEST_SEED");
+    seed = e ? strtoull(e, NULL, 0) : 20261122;
+    rng = seed * 0x9e3779b97f4a7c15ull + 1;
+    printf("test_gpu_plan: seed %llu (set MPCCL_TEST_SEED to repeat another)\n", (unsigned long long)seed);
+    Suite *suite = suite_create("gpu_plan");
+    TCase *tc = tcase_create("convert");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, fields_copied);
+    tcase_add_test(tc, count_and_alignment);
+    tcase_add_test(tc, transitive_chain);
+    tcase_add_test(tc, long_chain_bounded);
+    tcase_add_test(tc, in_out_relation);
+    tcase_add_test(tc, real_plans_sound);
+    tcase_add_test(tc, image_layout);
+    tcase_add_test(tc, bad_schedule_rejected);
+    suite_add_tcase(suite, tc);
+    SRunner *sr = srunner_create(suite);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
