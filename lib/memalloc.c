@@ -40,7 +40,7 @@ static mpccl_status_t vmm_alloc(const mpccl_cu_fns_t *cu, int dev, size_t size, 
     CUmemAllocationProp prop = *prop_in;
     CUmemGenericAllocationHandle h;
     CUresult r = cu->cuMemCreate(&h, size, &prop, 0);
-    if (r != CUDA_SUCCESS && prop.requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY && prop.requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
         /* Exportable memory can be refused (e.g. inside some containers);
          * memory that cannot be shared is still memory. */
         MPCCL_INFO(MPCCL_SUB_INIT, "ncclMemAlloc: device %d refused a POSIX-fd exportable allocation (%d); "
