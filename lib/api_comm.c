@@ -22,6 +22,7 @@ typedef struct init_job {
     void *oob_ctx;
     ncclComm_t parent;               /* ncclCommSplit */
     int color, key;
+    int cuda_dev;                    /* the device it binds to; -1: host */
 } init_job_t;
 
 /* Finishes an init: on failure the communicator is released and the user's
@@ -30,7 +31,8 @@ static mpccl_status_t finish_init(init_job_t *job, mpccl_bootstrap_t *bs, mpccl_
 {
     /* A bootstrap that failed to form has released itself; one that formed now
      * belongs to the communicator, which releases it on failure. */
-    if (st == MPCCL_OK) st = mpccl_comm_setup(job->comm, bs, &job->config);
+    if (st == MPCCL_OK) st = mpccl_comm_enter_device(job->cuda_dev);
+    if (st == MPCCL_OK) st = mpccl_comm_setup(job->comm, bs, &job->config, job->cuda_dev);
     if (st != MPCCL_OK) {
         job->comm->state = MPCCL_COMM_FAILED;
         mpccl_comm_release(job->comm, 1);
@@ -81,6 +83,7 @@ static init_job_t *new_job(ncclComm_t *slot, const ncclConfig_t *config, int ran
     job->config = *config;
     job->rank = rank;
     job->nranks = nranks;
+    job->cuda_dev = mpccl_comm_device_for_init(); /* grouped inits run in other threads */
     *slot = job->comm;
     return job;
 }
@@ -156,8 +159,6 @@ MPCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int 
     mpccl_status_t st = mpccl_check_ptr(fn, "comms", comms);
     if (st != MPCCL_OK) return mpccl_result(st);
     if (ndev < 1) return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument ndev = %d, expected >= 1", fn, ndev));
-    if (devlist)
-        MPCCL_INFO(MPCCL_SUB_INIT, "%s: host communicators: devlist ignored (no CUDA device in use)", fn);
     if (mpccl_group_depth() > 0)
         return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE, "%s: called inside ncclGroupStart/End; it forms its own "
                                        "group (call it outside any group)", fn));
@@ -176,6 +177,8 @@ MPCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int 
             break;
         }
         job->inproc = g;
+        /* NCCL: rank i uses devlist[i], or device i without a list. */
+        if (job->cuda_dev >= 0) job->cuda_dev = devlist ? devlist[i] : i;
         st = mpccl_group_defer_init(init_in_process, job);
     }
     mpccl_status_t end = mpccl_group_end();
@@ -300,6 +303,7 @@ MPCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nccl
     }
     init_job_t *job = new_job(newcomm, &cfg, comm->rank, comm->nranks);
     if (!job) return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));
+    job->cuda_dev = comm->cuda_dev; /* a child lives on its parent's device */
     job->parent = comm;
     job->color = color;
     job->key = key;

@@ -3,9 +3,14 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "build_config.h"
 #include "comm.h"
 #include "log.h"
 #include "topo.h"
+#ifdef MPCCL_HAVE_CUDA
+#include "cuda_rt.h"
+#include "gpu_launch.h"
+#endif
 
 ncclComm_t mpccl_comm_alloc(void)
 {
@@ -53,9 +58,32 @@ static mpccl_status_t alloc_seq(uint64_t **a, int n, uint64_t base)
     return MPCCL_OK;
 }
 
-mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const ncclConfig_t *config)
+/* Every rank must agree on host or GPU: a mixture cannot form one data path. */
+static mpccl_status_t agree_on_device(ncclComm_t comm, int cuda_dev)
 {
+    int *devs = calloc((size_t)comm->nranks, sizeof(int));
     mpccl_status_t st;
+    if (!devs) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d device ids", comm->nranks);
+    devs[comm->rank] = cuda_dev;
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&comm->bs, devs, sizeof(int)), st, out);
+    for (int r = 0; r < comm->nranks; r++)
+        if ((devs[r] < 0) != (cuda_dev < 0)) {
+            st = mpccl_fail(MPCCL_ERR_USAGE,
+                            "rank %d has %s but rank %d has %s: every rank of a communicator must have a "
+                            "current CUDA device, or none",
+                            comm->rank, cuda_dev < 0 ? "no CUDA device" : "a CUDA device", r,
+                            devs[r] < 0 ? "none" : "one");
+            goto out;
+        }
+    comm->cuda_dev = cuda_dev;
+out:
+    free(devs);
+    return st;
+}
+
+mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const ncclConfig_t *config, int cuda_dev)
+{
+    mpccl_status_t st = MPCCL_OK;
     uint64_t *ids = NULL;
     comm->bs = *bs;
     comm->rank = bs->rank;
@@ -78,9 +106,18 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_recv_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
     /* Even one rank needs the transport: ncclSend/ncclRecv to itself. */
     MPCCL_CHECK_GOTO(mpccl_ucx_transport_create(&comm->bs, &comm->transport), st, out);
+    MPCCL_CHECK_GOTO(agree_on_device(comm, cuda_dev), st, out);
+#ifdef MPCCL_HAVE_CUDA
+    if (comm->cuda_dev >= 0) MPCCL_CHECK_GOTO(mpccl_gpu_setup(comm), st, out);
+#endif
     comm->state = MPCCL_COMM_READY;
-    MPCCL_INFO(MPCCL_SUB_INIT, "comm %p id 0x%llx rank %d of %d ready (host memory, %d node(s))", (void *)comm,
-               (unsigned long long)comm->id, comm->rank, comm->nranks, comm->topo.nnodes);
+    if (comm->cuda_dev >= 0)
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm %p id 0x%llx rank %d of %d ready (CUDA device %d, %d node(s))",
+                   (void *)comm, (unsigned long long)comm->id, comm->rank, comm->nranks, comm->cuda_dev,
+                   comm->topo.nnodes);
+    else
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm %p id 0x%llx rank %d of %d ready (host memory, %d node(s))", (void *)comm,
+                   (unsigned long long)comm->id, comm->rank, comm->nranks, comm->topo.nnodes);
 out:
     free(ids);
     return st;
@@ -89,6 +126,10 @@ out:
 void mpccl_comm_release(ncclComm_t comm, int force)
 {
     if (!comm) return;
+#ifdef MPCCL_HAVE_CUDA
+    /* Before the transport: the proxy drives it. */
+    if (comm->gpu) mpccl_gpu_release(comm, force);
+#endif
     if (comm->transport) comm->transport->ops->close(comm->transport, force);
     comm->transport = NULL;
     mpccl_bootstrap_close(&comm->bs);
@@ -101,4 +142,26 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     pthread_mutex_destroy(&comm->redop_lock);
     comm->magic = MPCCL_COMM_DEAD;
     free(comm);
+}
+
+int mpccl_comm_device_for_init(void)
+{
+#ifdef MPCCL_HAVE_CUDA
+    return mpccl_cuda_current_device();
+#else
+    return -1;
+#endif
+}
+
+mpccl_status_t mpccl_comm_enter_device(int cuda_dev)
+{
+#ifdef MPCCL_HAVE_CUDA
+    if (cuda_dev >= 0) {
+        cudaError_t e = cudaSetDevice(cuda_dev);
+        if (e != cudaSuccess) return mpccl_cuda_error(e, "cudaSetDevice(communicator's device)");
+    }
+#else
+    (void)cuda_dev;
+#endif
+    return MPCCL_OK;
 }

@@ -46,13 +46,20 @@ struct ncclComm {
     uint64_t *coll_send_seq, *coll_recv_seq; /* nranks each: tag counters */
     uint64_t *p2p_send_seq, *p2p_recv_seq;
 
+    struct mpccl_gpu_state *gpu; /* GPU communicators only (gpu_launch.c) */
+
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
     pthread_mutex_t redop_lock;
 };
 
 /* Builds comm (allocated by the caller, state INITIALIZING) over a bootstrap it
  * takes ownership of: topology, transport, planner parameters.  Collective. */
-mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const ncclConfig_t *config);
+mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const ncclConfig_t *config, int cuda_dev);
+/* The device a communicator created now by this thread binds to (NCCL: the
+ * current device), or -1 for a host communicator (no CUDA, or no usable GPU). */
+int mpccl_comm_device_for_init(void);
+/* Makes cuda_dev current in this thread (init threads of a group). */
+mpccl_status_t mpccl_comm_enter_device(int cuda_dev);
 ncclComm_t mpccl_comm_alloc(void);
 /* Releases everything; force = 1 for abort (no flushing, no waiting on peers). */
 void mpccl_comm_release(ncclComm_t comm, int force);

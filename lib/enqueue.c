@@ -2,10 +2,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build_config.h"
 #include "argcheck.h"
 #include "enqueue.h"
 #include "group.h"
 #include "log.h"
+#ifdef MPCCL_HAVE_CUDA
+#include "gpu_launch.h"
+#endif
 
 /* ncclAvg and PreMulSum become element-wise ops the schedules know: floats scale
  * the input first (as NCCL, so fp16 sums do not overflow before dividing),
@@ -63,8 +67,10 @@ static int is_in_place(mpccl_coll_t coll, const void *in, const void *out, size_
 mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendbuf, void *recvbuf, size_t count,
                             ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    (void)stream; /* host communicators complete before returning */
     mpccl_status_t st = mpccl_check_coll(fn, coll, sendbuf, recvbuf, count, dt, op, root, comm);
+#ifdef MPCCL_HAVE_CUDA
+    if (st == MPCCL_OK && comm->gpu) st = mpccl_gpu_check_buffers(fn, comm, coll, sendbuf, recvbuf, count, dt, root);
+#endif
     if (st != MPCCL_OK) {
         mpccl_group_discard_comm(comm);
         return st;
@@ -73,6 +79,7 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
     mpccl_call_t *call = calloc(1, sizeof(*call));
     if (!call) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
     call->comm = comm;
+    call->stream = (void *)stream; /* host communicators ignore it: they complete before returning */
     call->is_p2p = (coll == MPCCL_COLL_SEND || coll == MPCCL_COLL_RECV);
     mpccl_coll_desc_t *d = &call->desc;
     d->coll = coll;
@@ -89,10 +96,10 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
     call->task.in = sendbuf;
     call->task.out = recvbuf;
     MPCCL_INFO(call->is_p2p ? MPCCL_SUB_P2P : MPCCL_SUB_COLL,
-               "%s: comm 0x%llx count %zu type %s op %s root %d in-place %d memory host algorithm %s (%u steps)",
+               "%s: comm 0x%llx count %zu type %s op %s root %d in-place %d memory %s algorithm %s (%u steps)",
                fn, (unsigned long long)comm->id, count, mpccl_dtype_name(dt),
                (int)op < ncclNumOps ? (const char *[]){"sum", "prod", "max", "min", "avg"}[(int)op] : "premulsum",
-               root, d->in_place, mpccl_algo_name((mpccl_algo_t)call->sched.algo), call->sched.nsteps);
+               root, d->in_place, comm->gpu ? "device" : "host", mpccl_algo_name((mpccl_algo_t)call->sched.algo), call->sched.nsteps);
     return mpccl_group_enqueue(call);
 fail:
     mpccl_call_free(call);

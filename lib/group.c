@@ -5,9 +5,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "build_config.h"
 #include "config.h"
 #include "group.h"
 #include "log.h"
+#ifdef MPCCL_HAVE_CUDA
+#include "gpu_launch.h"
+#endif
 
 typedef struct mpccl_deferred_init {
     mpccl_init_fn_t fn;
@@ -155,11 +159,54 @@ static void link_collectives(mpccl_call_t *ops)
     }
 }
 
+/* GPU calls only enqueue work on their streams, in program order. */
+static mpccl_status_t launch_gpu_calls(mpccl_call_t *ops)
+{
+#ifdef MPCCL_HAVE_CUDA
+    for (mpccl_call_t *op = ops; op; op = op->next) {
+        mpccl_status_t st = mpccl_gpu_launch(op);
+        if (st != MPCCL_OK) {
+            fail_comm(op->comm, st);
+            return st;
+        }
+    }
+#else
+    (void)ops;
+#endif
+    return MPCCL_OK;
+}
+
+static int is_gpu_call(const mpccl_call_t *op)
+{
+    return op->comm->gpu != NULL;
+}
+
+/* Runs a list: GPU calls are launched, host calls progressed to completion. */
+static mpccl_status_t run_calls(mpccl_call_t *ops)
+{
+    mpccl_call_t *gpu = NULL, **gtail = &gpu, *host = NULL, **htail = &host;
+    while (ops) {
+        mpccl_call_t *next = ops->next;
+        ops->next = NULL;
+        if (is_gpu_call(ops)) *gtail = ops, gtail = &ops->next;
+        else *htail = ops, htail = &ops->next;
+        ops = next;
+    }
+    mpccl_status_t st = launch_gpu_calls(gpu);
+    if (st == MPCCL_OK && host) {
+        link_collectives(host);
+        st = run_ops(host);
+    }
+    free_ops(gpu);
+    free_ops(host);
+    return st;
+}
+
 mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op)
 {
     op->next = NULL;
     if (group_depth == 0) {
-        mpccl_status_t st = run_ops(op);
+        mpccl_status_t st = is_gpu_call(op) ? launch_gpu_calls(op) : run_ops(op);
         mpccl_call_free(op);
         return st;
     }
@@ -241,10 +288,7 @@ mpccl_status_t mpccl_group_end(void)
         group_error = MPCCL_OK;
         return st;
     }
-    if (st == MPCCL_OK && ops) {
-        link_collectives(ops);
-        st = run_ops(ops);
-    }
+    if (st == MPCCL_OK && ops) return run_calls(ops);
     free_ops(ops);
     return st;
 }

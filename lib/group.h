@@ -13,6 +13,7 @@ typedef struct mpccl_call {
     mpccl_coll_desc_t desc;
     mpccl_sched_t sched;
     mpccl_task_t task;
+    void *stream;               /* cudaStream_t of GPU calls */
     mpccl_exec_t *exec;
     struct mpccl_call *prev_coll; /* the previous collective on the same comm */
     int started, done;

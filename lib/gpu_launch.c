@@ -1,0 +1,354 @@
+/* GPU communicators and calls: setup, plan cache, scratch, launch. */
+#include "build_config.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_rt.h"
+#include "gpu_comm.h"
+#include "gpu_launch.h"
+#include "gpu_plan.h"
+#include "kernels/engine.h"
+#include "log.h"
+#include "proxy.h"
+#include "ucx/ucx.h"
+
+/* What identifies a plan: everything mpccl_plan reads that can differ between
+ * calls of one communicator. */
+typedef struct plan_key {
+    int32_t coll, dt, op, root;
+    uint8_t prescale, divide, in_place, pad;
+    uint64_t count;
+} plan_key_t;
+
+typedef struct plan_entry {
+    plan_key_t key;
+    mpccl_sched_t sched;
+    mpccl_gpu_plan_t gp;
+    struct plan_entry *next;
+} plan_entry_t;
+
+#define PLAN_BUCKETS 256
+
+/* Scratch is never freed while the communicator lives: a captured CUDA graph may
+ * still hold a pointer to an older, smaller one. */
+typedef struct scratch_block {
+    void *ptr;
+    size_t bytes;
+    struct scratch_block *older;
+} scratch_block_t;
+
+typedef struct mpccl_gpu_state {
+    mpccl_gpu_comm_t *g;
+    mpccl_proxy_comm_t *proxy;
+    plan_entry_t *plans[PLAN_BUCKETS];
+    unsigned nplans;
+    scratch_block_t *scratch;
+    /* Launches of one communicator run one after another, whatever streams the
+     * user passes (they share mailboxes and counters): a launch on a new stream
+     * waits for the previous launch's event. */
+    cudaEvent_t last_done;
+    cudaStream_t last_stream;
+    int have_last;
+} mpccl_gpu_state_t;
+
+/* ---- pinned host memory for the proxy's staging ---- */
+
+static mpccl_status_t pinned_alloc(void *ctx, size_t bytes, void **host, void **dev)
+{
+    (void)ctx;
+    MPCCL_CUDA_CHECK(cudaHostAlloc(host, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable));
+    memset(*host, 0, bytes);
+    cudaError_t e = cudaHostGetDevicePointer(dev, *host, 0);
+    if (e != cudaSuccess) {
+        cudaFreeHost(*host);
+        return mpccl_cuda_error(e, "cudaHostGetDevicePointer(proxy staging)");
+    }
+    return MPCCL_OK;
+}
+
+static void pinned_free(void *ctx, void *host)
+{
+    (void)ctx;
+    cudaFreeHost(host);
+}
+
+static const mpccl_proxy_alloc_t pinned_allocator = {pinned_alloc, pinned_free, NULL};
+
+mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
+{
+    mpccl_status_t st = MPCCL_OK;
+    int saved = -1;
+    uint8_t *remote = NULL;
+    mpccl_gpu_state_t *s = calloc(1, sizeof(*s));
+    if (!s) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the GPU state of comm %p", (void *)comm);
+    comm->gpu = s;
+    MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
+    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, &s->g), st, out);
+    if (comm->topo.nnodes > 1) {
+        remote = calloc((size_t)comm->nranks, 1);
+        if (!remote) {
+            st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
+            goto out;
+        }
+        for (int r = 0; r < comm->nranks; r++)
+            remote[r] = comm->topo.node_of[r] != comm->topo.node_of[comm->rank];
+        MPCCL_CHECK_GOTO(mpccl_proxy_attach(comm->transport, comm->rank, comm->nranks, remote, s->g->nctas,
+                                            s->g->nslots, s->g->slot_bytes, &pinned_allocator, s->g->links_host,
+                                            &s->proxy),
+                         st, out);
+        MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: peers on other nodes go through pinned host staging and UCX (%s)",
+                   (unsigned long long)comm->id,
+                   mpccl_ucx_supports_cuda() ? "UCX reports CUDA memory support; staging kept for now"
+                                             : "UCX has no CUDA transport");
+    }
+    MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
+    cudaError_t e = cudaEventCreateWithFlags(&s->last_done, cudaEventDisableTiming);
+    if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaEventCreate");
+    /* Every rank's links must be in place before anyone launches into them. */
+    if (st == MPCCL_OK) st = mpccl_bootstrap_barrier(&comm->bs);
+out:
+    free(remote);
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    return st;
+}
+
+static void free_plans(mpccl_gpu_state_t *s)
+{
+    for (int b = 0; b < PLAN_BUCKETS; b++) {
+        plan_entry_t *e = s->plans[b];
+        while (e) {
+            plan_entry_t *next = e->next;
+            mpccl_gpu_plan_free(&e->gp);
+            mpccl_sched_free(&e->sched);
+            free(e);
+            e = next;
+        }
+        s->plans[b] = NULL;
+    }
+}
+
+void mpccl_gpu_release(ncclComm_t comm, int force)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    int saved = -1;
+    if (!s) return;
+    mpccl_cuda_push_device(comm->cuda_dev, &saved);
+    /* Work still queued on user streams uses these resources (NCCL's destroy
+     * waits for it too). */
+    if (!force) cudaDeviceSynchronize();
+    if (s->proxy) mpccl_proxy_detach(s->proxy, force);
+    free_plans(s);
+    while (s->scratch) {
+        scratch_block_t *older = s->scratch->older;
+        cudaFree(s->scratch->ptr);
+        free(s->scratch);
+        s->scratch = older;
+    }
+    if (s->last_done) cudaEventDestroy(s->last_done);
+    if (s->g) mpccl_gpu_comm_destroy(s->g);
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    free(s);
+    comm->gpu = NULL;
+}
+
+/* ---- buffer checks ---- */
+
+mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_coll_t coll, const void *in,
+                                       const void *out, size_t count, ncclDataType_t dt, int root)
+{
+    size_t e = mpccl_dtype_size(dt), n = (size_t)comm->nranks, one = count * e, all = one * n;
+    int is_root = comm->rank == root, dev = comm->cuda_dev;
+    size_t in_bytes = 0, out_bytes = 0;
+    switch (coll) {
+    case MPCCL_COLL_ALLREDUCE: in_bytes = out_bytes = one; break;
+    case MPCCL_COLL_BROADCAST: in_bytes = is_root ? one : 0; out_bytes = one; break;
+    case MPCCL_COLL_REDUCE: in_bytes = one; out_bytes = is_root ? one : 0; break;
+    case MPCCL_COLL_ALLGATHER: in_bytes = one; out_bytes = all; break;
+    case MPCCL_COLL_REDUCESCATTER: in_bytes = all; out_bytes = one; break;
+    case MPCCL_COLL_ALLTOALL: in_bytes = out_bytes = all; break;
+    case MPCCL_COLL_GATHER: in_bytes = one; out_bytes = is_root ? all : 0; break;
+    case MPCCL_COLL_SCATTER: in_bytes = is_root ? all : 0; out_bytes = one; break;
+    case MPCCL_COLL_SEND: in_bytes = one; break;
+    case MPCCL_COLL_RECV: out_bytes = one; break;
+    default: break;
+    }
+    if (in_bytes) MPCCL_CHECK(mpccl_check_gpu_buffer(fn, "sendbuff", in, in_bytes, dev));
+    if (out_bytes) MPCCL_CHECK(mpccl_check_gpu_buffer(fn, "recvbuff", out, out_bytes, dev));
+    return MPCCL_OK;
+}
+
+/* ---- plan cache ---- */
+
+static unsigned key_hash(const plan_key_t *k)
+{
+    const unsigned char *p = (const unsigned char *)k;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < sizeof(*k); i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return (unsigned)(h % PLAN_BUCKETS);
+}
+
+/* Where IN lies relative to OUT, for the engine's hazard analysis. */
+static void inout_of(const mpccl_coll_desc_t *d, int rank, mpccl_inout_t *io, int64_t *in_off)
+{
+    *in_off = 0;
+    *io = MPCCL_INOUT_DISTINCT;
+    if (!d->in_place || d->prescale) return;
+    *io = MPCCL_INOUT_OFFSET;
+    int64_t c = (int64_t)d->count;
+    switch (d->coll) {
+    case MPCCL_COLL_ALLGATHER: *in_off = rank * c; break;      /* in == out + rank*count */
+    case MPCCL_COLL_REDUCESCATTER: *in_off = -rank * c; break; /* out == in + rank*count */
+    case MPCCL_COLL_GATHER: *in_off = d->root * c; break;
+    case MPCCL_COLL_SCATTER: *in_off = -d->root * c; break;
+    default: break;
+    }
+}
+
+static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,
+                                  plan_entry_t **out)
+{
+    plan_key_t k;
+    memset(&k, 0, sizeof(k));
+    k.coll = d->coll;
+    k.dt = d->dt;
+    k.op = d->op;
+    k.root = d->root;
+    k.prescale = (uint8_t)d->prescale;
+    k.divide = (uint8_t)d->divide;
+    k.in_place = (uint8_t)d->in_place;
+    k.count = d->count;
+    unsigned b = key_hash(&k);
+    for (plan_entry_t *e = s->plans[b]; e; e = e->next)
+        if (!memcmp(&e->key, &k, sizeof(k))) {
+            *out = e;
+            return MPCCL_OK;
+        }
+    plan_entry_t *e = calloc(1, sizeof(*e));
+    if (!e) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan");
+    e->key = k;
+    mpccl_status_t st = mpccl_plan(&comm->topo, d, &comm->params, &e->sched);
+    if (st == MPCCL_OK) {
+        mpccl_inout_t io;
+        int64_t in_off;
+        inout_of(d, comm->rank, &io, &in_off);
+        st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, io, in_off, &e->gp);
+        if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
+    }
+    if (st != MPCCL_OK) {
+        free(e);
+        return st;
+    }
+    e->next = s->plans[b];
+    s->plans[b] = e;
+    if (++s->nplans % 4096 == 0)
+        MPCCL_WARN(MPCCL_SUB_COLL, "comm 0x%llx holds %u cached GPU plans (one per distinct call shape)",
+                   (unsigned long long)comm->id, s->nplans);
+    *out = e;
+    return MPCCL_OK;
+}
+
+/* ---- scratch ---- */
+
+static size_t align256(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out)
+{
+    if (s->scratch && s->scratch->bytes >= bytes) {
+        *out = s->scratch->ptr;
+        return MPCCL_OK;
+    }
+    size_t want = s->scratch ? s->scratch->bytes * 2 : (1u << 20);
+    while (want < bytes) want *= 2;
+    scratch_block_t *blk = calloc(1, sizeof(*blk));
+    if (!blk) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
+    /* cudaMalloc is not allowed while a stream is being captured in global mode;
+     * growing scratch is rare (the first call of a larger size), so relax the
+     * capture mode for this thread around it. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaMalloc(&blk->ptr, want);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) {
+        free(blk);
+        return mpccl_cuda_error(e, "cudaMalloc(scratch)");
+    }
+    blk->bytes = want;
+    blk->older = s->scratch;
+    s->scratch = blk;
+    *out = blk->ptr;
+    return MPCCL_OK;
+}
+
+/* ---- launch ---- */
+
+static mpccl_status_t order_after_previous(mpccl_gpu_state_t *s, cudaStream_t stream)
+{
+    if (!s->have_last || s->last_stream == stream) return MPCCL_OK;
+    MPCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, s->last_done, 0));
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
+{
+    ncclComm_t comm = call->comm;
+    mpccl_gpu_state_t *s = comm->gpu;
+    cudaStream_t stream = (cudaStream_t)call->stream;
+    plan_entry_t *pe = NULL;
+    int saved = -1;
+    mpccl_status_t st;
+    if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    MPCCL_CHECK_GOTO(lookup_plan(comm, s, &call->desc, &pe), st, out);
+    const mpccl_sched_t *sc = &pe->sched;
+    size_t esize = mpccl_dtype_size(call->desc.dt);
+    size_t tmp_bytes = align256(sc->tmp_elems * esize);
+    size_t pre_bytes = sc->needs_prescale ? align256(sc->in_elems * esize) : 0;
+    void *scratch = NULL;
+    if (tmp_bytes + pre_bytes) MPCCL_CHECK_GOTO(get_scratch(s, tmp_bytes + pre_bytes, &scratch), st, out);
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &cs);
+    int capturing = cs != cudaStreamCaptureStatusNone;
+    if (!capturing) MPCCL_CHECK_GOTO(order_after_previous(s, stream), st, out);
+
+    mpccl_engine_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.comm = s->g->dcomm;
+    a.plan = pe->gp.dev;
+    a.buf[MPCCL_BUF_IN] = (void *)call->task.in;
+    a.buf[MPCCL_BUF_OUT] = call->task.out;
+    a.buf[MPCCL_BUF_TMP] = scratch;
+    a.dtype = call->desc.dt;
+    a.op = call->desc.op;
+    a.divisor = call->task.divisor;
+    memcpy(a.scalar, call->task.scalar, sizeof(a.scalar));
+    if (sc->needs_prescale && sc->in_elems) {
+        void *pre = (char *)scratch + tmp_bytes;
+        MPCCL_CHECK_GOTO(mpccl_gpu_scale_launch(call->desc.dt, pre, call->task.in, call->task.scalar, sc->in_elems,
+                                                stream),
+                         st, out);
+        a.buf[MPCCL_BUF_IN] = pre;
+    }
+    if (sc->nsteps) MPCCL_CHECK_GOTO(mpccl_engine_launch(&a, s->g->nctas, stream), st, out);
+    /* Inside a capture the graph's own order applies (an event recorded there
+     * cannot order work outside it); NCCL asks the same of its users. */
+    if (!capturing) {
+        cudaError_t e = cudaEventRecord(s->last_done, stream);
+        if (e != cudaSuccess) {
+            st = mpccl_cuda_error(e, "cudaEventRecord");
+            goto out;
+        }
+        s->last_stream = stream;
+        s->have_last = 1;
+    }
+out:
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    return st;
+}
+#endif

@@ -1,0 +1,26 @@
+/* The GPU side of a communicator and of a call: setup (mailboxes, proxy), the plan
+ * cache, scratch memory and the kernel launch on the user's stream.  Only built
+ * with CUDA; comm.c and enqueue.c call it for communicators bound to a device. */
+#ifndef MPCCL_GPU_LAUNCH_H
+#define MPCCL_GPU_LAUNCH_H
+
+#include "comm.h"
+#include "group.h"
+
+#ifdef MPCCL_HAVE_CUDA
+/* Collective over the communicator: device links inside the node, the proxy for
+ * other nodes.  comm->cuda_dev is the device. */
+mpccl_status_t mpccl_gpu_setup(ncclComm_t comm);
+void mpccl_gpu_release(ncclComm_t comm, int force);
+
+/* Checks the call's buffers against the communicator's device (fn names the API
+ * call in messages). */
+mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_coll_t coll, const void *in,
+                                       const void *out, size_t count, ncclDataType_t dt, int root);
+
+/* Plans (cached), prepares scratch and launches one call on its stream; returns
+ * once the work is enqueued. */
+mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call);
+#endif
+
+#endif
