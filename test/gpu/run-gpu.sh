@@ -1,0 +1,47 @@
+#!/bin/sh
+# make check-gpu: the collective suites on GPUs.  Exits 77 (skip) on a machine
+# without a GPU, never 0.
+#   one process per GPU on all visible GPUs; several processes on one GPU;
+#   two simulated nodes (GPU data over UCX through the proxy); ncclCommInitAll
+#   and graph capture inside the engine test; a compute-sanitizer pass.
+here=$(cd "$(dirname "$0")" && pwd)
+top_builddir=${top_builddir:-.}
+export top_builddir
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "${ngpu:-0}" -eq 0 ]; then
+    echo "SKIP: no GPU (nvidia-smi lists none): check-gpu needs a CUDA machine"
+    exit 77
+fi
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+status=0
+step() {
+    echo "##### $*"
+    "$@"
+    r=$?
+    if [ $r -ne 0 ] && [ $r -ne 77 ]; then echo "##### FAILED ($r): $*"; status=1; fi
+}
+mpi="$here/../mpi/run-mpi.sh"
+for t in test/gpu/test_engine test/gpu/test_gpu_comm; do
+    [ -x "$top_builddir/$t" ] && step "$top_builddir/$t"
+done
+# one process per GPU
+step sh "$mpi" -t 500 "$ngpu" test/mpi/test_coll
+step sh "$mpi" -t 300 "$ngpu" test/mpi/test_group
+step sh "$mpi" -t 300 "$ngpu" test/mpi/test_comm
+step sh "$mpi" -t 300 "$ngpu" test/mpi/test_badinput
+# several processes on one GPU
+step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
+# two simulated nodes: the inter-node steps go through the proxy and UCX
+if [ "$ngpu" -ge 2 ]; then
+    step sh "$mpi" -t 500 -n 2 "$ngpu" test/mpi/test_coll
+else
+    step sh "$mpi" -t 500 -n 2 2 test/mpi/test_coll
+fi
+# the benchmark with checking
+step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
+# memory and race checking of a small configuration
+if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$top_builddir/test/gpu/test_engine" ]; then
+    MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool memcheck --error-exitcode 1 "$top_builddir/test/gpu/test_engine"
+    MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool racecheck --error-exitcode 1 "$top_builddir/test/gpu/test_engine"
+fi
+exit $status
