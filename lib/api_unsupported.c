@@ -13,7 +13,6 @@
 #define MPCCL_NEEDS_REGISTRATION "buffer registration arrives with the registration/window release (issue 6)"
 #define MPCCL_NEEDS_WINDOWS "windows and one-sided operations arrive with the registration/window release (issue 6)"
 #define MPCCL_NEEDS_DEVICE_API "the device API (nccl_device.h) follows the window release (issue 6)"
-#define MPCCL_NEEDS_GPU_MEM "GPU memory allocation arrives with the GPU data path (issue 3)"
 #define MPCCL_NEEDS_SUSPEND "releasing and restoring a communicator's GPU memory follows the GPU data path (issue 3)"
 #define MPCCL_NEEDS_FAULT "revoke, shrink and grow arrive with fault handling"
 #define MPCCL_NEEDS_SIMULATION "group simulation needs the planner's cost estimates to be exposed"

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "log.h"
 #include "topo.h"
 
@@ -29,34 +30,26 @@
 
 /* ---- settings ---------------------------------------------------------------------- */
 
-static long env_long(const char *name, const char *alias, long def, long lo, long hi, long multiple)
+/* A setting from lib/config.c's table, checked against its range. */
+static long setting(const char *name, long def, long lo, long hi, long multiple)
 {
-    const char *v = getenv(name);
-    const char *used = name;
-    if ((v == NULL || *v == '\0') && alias) v = getenv(used = alias);
-    if (v == NULL || *v == '\0') return def;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 0);
-    long scale = 1;
-    if (*end == 'k' || *end == 'K') scale = 1L << 10, end++;
-    else if (*end == 'm' || *end == 'M') scale = 1L << 20, end++;
-    if (errno || *end != '\0' || x < lo / scale || x > hi / scale || (x * scale) % multiple != 0) {
-        MPCCL_WARN(MPCCL_SUB_INIT, "%s=%s is not valid (expected %ld..%ld%s); using %ld", used, v, lo, hi,
-                   multiple > 1 ? ", a multiple of 16" : "", def);
+    int64_t x = mpccl_config_int(name);
+    if (x == 0 && def > 0 && !strcmp(name, "GPU_CTAS")) return def; /* 0: automatic */
+    if (x < lo || x > hi || x % multiple != 0) {
+        MPCCL_WARN(MPCCL_SUB_INIT, "MPCCL_%s=%lld is not valid (expected %ld..%ld%s); using %ld", name, (long long)x,
+                   lo, hi, multiple > 1 ? ", a multiple of 16" : "", def);
         return def;
     }
-    return x * scale;
+    return (long)x;
 }
 
-/* The one place the GPU settings are read; moves to the config table later. */
 static void gpu_settings(int sm_count, uint32_t *ctas, uint32_t *slot_bytes, int *p2p_disable)
 {
     long def_ctas = sm_count < 16 ? sm_count : 16;
     if (def_ctas < 1) def_ctas = 1;
-    *ctas = (uint32_t)env_long("MPCCL_GPU_CTAS", NULL, def_ctas, 1, MPCCL_GPU_MAX_CTAS, 1);
-    *slot_bytes = (uint32_t)env_long("MPCCL_GPU_SLOT_BYTES", NULL, 64 << 10, 1 << 10, 16 << 20, 16);
-    *p2p_disable = (int)env_long("MPCCL_P2P_DISABLE", "NCCL_P2P_DISABLE", 0, 0, 1, 1);
+    *ctas = (uint32_t)setting("GPU_CTAS", def_ctas, 1, MPCCL_GPU_MAX_CTAS, 1);
+    *slot_bytes = (uint32_t)setting("GPU_SLOT_BYTES", 64 << 10, 1 << 10, 16 << 20, 16);
+    *p2p_disable = (int)setting("P2P_DISABLE", 0, 0, 1, 1);
 }
 
 /* ---- shared host segments (HOST links) ------------------------------------------------- */
