@@ -1,15 +1,15 @@
 /* The device engine: one launch runs one rank's device plan, every CTA on its
  * partition of every step (doc/GPU_DESIGN.md, "One kernel per call").
  *
- * A CTA mirrors the host engine (lib/exec_host.c): it keeps a cursor (first
- * step it has not finished) and a window of plan->window steps, and makes
- * non-blocking progress on any step of the window whose dependencies are met --
+ * A CTA mirrors the host engine (lib/exec_host.c): it keeps a window of its
+ * first plan->window unfinished steps, and makes non-blocking progress on any
+ * step of the window whose dependencies are met --
  * a compute step runs whole, a SEND moves one piece when a slot is free, a RECV
  * consumes one piece when it has arrived.  Thread 0 picks the next action and
  * keeps the books, all threads move the data.
  *
- * Dependencies: `local` ones are this CTA's own progress (every step before the
- * cursor is done; window steps have a done flag); the others wait for the
+ * Dependencies: `local` ones are this CTA's own progress (a step admitted to
+ * the window and no longer in it is done); the others wait for the
  * step's completion counter to reach (epoch + 1) * G, epoch being the plan's
  * launch count when the kernel started -- counters only grow, so a captured
  * graph replays without resets.  All counter comparisons are modulo 2^32.
@@ -55,27 +55,34 @@ __device__ __forceinline__ int reached(uint32_t value, uint32_t target) { return
 
 __device__ __forceinline__ uint32_t vload(const volatile uint32_t *p) { return *p; }
 
-enum { ACT_NONE = -1, ACT_EXIT = -2 };
+enum { ACT_EXIT = -1 };
 
+/* One step in progress.  The window holds the first W unfinished steps in step
+ * order (every unfinished step before `next` is in it): a step that cannot move
+ * (a send waiting for its receiver) does not keep later steps out, which a
+ * window anchored at the first unfinished step would -- and with it the receive
+ * a peer's send waits for. */
 struct win_entry {
     mpccl_dev_step_t st;
     uint64_t prog;  /* SEND/RECV: elements of my partition moved */
+    uint32_t idx;   /* step index */
     uint32_t depk;  /* dependencies found met so far (they stay met) */
     uint8_t done, ready;
 };
 
 struct cta_state {
     win_entry w[MPCCL_ENGINE_MAX_WINDOW];
-    uint32_t cursor, epoch;
+    uint32_t na;    /* entries in w */
+    uint32_t next;  /* first step not yet admitted */
+    uint32_t epoch;
     /* the action all threads run next */
-    int32_t act;     /* window slot, or ACT_* */
-    uint32_t kind;   /* MPCCL_STEP_* */
+    int32_t act;    /* entry of w, or ACT_EXIT */
+    uint32_t kind;  /* MPCCL_STEP_* */
     char *dst;
     const char *src0, *src1;
-    uint64_t n;      /* elements */
-    uint32_t step;   /* its index */
-    uint32_t piece;  /* SEND/RECV: piece number */
-    uint32_t slot;   /* SEND/RECV: slot index [g][slot] */
+    uint64_t n;     /* elements */
+    uint32_t piece; /* SEND/RECV: piece number */
+    uint32_t slot;  /* SEND/RECV: slot index [g][slot] */
 };
 
 struct engine {
@@ -87,32 +94,50 @@ struct engine {
 
     __device__ char *bufp(uint32_t buf, uint64_t off) const { return (char *)a.buf[buf] + off * es; }
 
-    __device__ void load(uint32_t i)
+    /* Drops finished entries (keeping step order) and admits new steps. */
+    __device__ void refill()
     {
-        win_entry &e = sh.w[i % W];
-        e.st = plan->steps[i];
-        e.prog = 0;
-        e.depk = 0;
-        e.done = 0;
-        e.ready = 0;
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < sh.na; j++)
+            if (!sh.w[j].done) {
+                if (k != j) sh.w[k] = sh.w[j];
+                k++;
+            }
+        for (; k < W && sh.next < N; k++) {
+            win_entry &e = sh.w[k];
+            e.st = plan->steps[sh.next];
+            e.idx = sh.next++;
+            e.prog = 0;
+            e.depk = 0;
+            e.done = 0;
+            e.ready = 0;
+        }
+        sh.na = k;
     }
 
-    /* Thread 0: marks step i done by this CTA (after the data moved). */
-    __device__ void finish(uint32_t i)
+    /* Thread 0: marks entry k's step done by this CTA (after the data moved). */
+    __device__ void finish(uint32_t k)
     {
         __threadfence();
-        atomicAdd(&plan->step_done[i], 1u);
-        sh.w[i % W].done = 1;
+        atomicAdd(&plan->step_done[sh.w[k].idx], 1u);
+        sh.w[k].done = 1;
     }
 
-    __device__ bool deps_met(uint32_t i)
+    /* This CTA finished step d (d < next): it is not among the unfinished. */
+    __device__ bool done_here(uint32_t d) const
     {
-        win_entry &e = sh.w[i % W];
+        for (uint32_t j = 0; j < sh.na; j++)
+            if (sh.w[j].idx == d) return sh.w[j].done;
+        return true;
+    }
+
+    __device__ bool deps_met(win_entry &e)
+    {
         uint32_t target = (sh.epoch + 1u) * G;
         for (; e.depk < e.st.ndeps; e.depk++) {
             mpccl_dev_dep_t d = plan->deps[e.st.dep_first + e.depk];
             if (d.local) {
-                if (d.step >= sh.cursor && !sh.w[d.step % W].done) return false;
+                if (!done_here(d.step)) return false;
             } else if (!reached(vload(&plan->step_done[d.step]), target)) {
                 return false;
             }
@@ -120,12 +145,12 @@ struct engine {
         return true;
     }
 
-    /* No earlier unfinished SEND (RECV) to the same peer in the window. */
-    __device__ bool first_for_peer(uint32_t i)
+    /* No earlier unfinished SEND (RECV) to the same peer: message order. */
+    __device__ bool first_for_peer(uint32_t k) const
     {
-        const win_entry &e = sh.w[i % W];
-        for (uint32_t j = sh.cursor; j < i; j++) {
-            const win_entry &o = sh.w[j % W];
+        const win_entry &e = sh.w[k];
+        for (uint32_t j = 0; j < k; j++) {
+            const win_entry &o = sh.w[j];
             if (!o.done && o.st.kind == e.st.kind && o.st.peer == e.st.peer) return false;
         }
         return true;
@@ -137,10 +162,9 @@ struct engine {
         __trap();
     }
 
-    /* Thread 0: sets up one piece of SEND/RECV step i if possible. */
-    __device__ bool try_message(uint32_t i, uint64_t pb, uint64_t pe)
+    /* Thread 0: sets up one piece of SEND/RECV entry k if possible. */
+    __device__ bool try_message(win_entry &e, uint64_t pb, uint64_t pe)
     {
-        win_entry &e = sh.w[i % W];
         const mpccl_dev_link_t *L = &comm->links[e.st.peer];
         uint32_t K = comm->nslots;
         uint64_t left = pe - pb - e.prog, piece_elems = comm->slot_bytes / es;
@@ -148,18 +172,18 @@ struct engine {
         uint32_t *seq = (e.st.kind == MPCCL_STEP_SEND ? comm->tx_seq : comm->rx_seq) + (size_t)e.st.peer * G + g;
         uint32_t p = *seq, slot = g * K + p % K;
         if (e.st.kind == MPCCL_STEP_SEND) {
-            if (!L->tx_slots) bad_link(i, e.st.peer);
+            if (!L->tx_slots) bad_link(e.idx, e.st.peer);
             if (!reached(vload(&L->tx_ack[g]), p + 1u - K)) return false;
             sh.dst = L->tx_slots + (size_t)slot * comm->slot_bytes;
             sh.src0 = bufp(e.st.src0_buf, e.st.src0_off + pb + e.prog);
         } else {
-            if (!L->rx_slots) bad_link(i, e.st.peer);
+            if (!L->rx_slots) bad_link(e.idx, e.st.peer);
             if (vload(&L->rx_ready[slot]) != p + 1u) return false;
             uint32_t len = vload(&L->rx_len[slot]);
             if (len != n * es) {
                 printf("mpccl engine: rank %d step %u: piece %u from peer %d has %u bytes, expected %llu "
                        "(the ranks' schedules disagree)\n",
-                       comm->rank, i, p, e.st.peer, len, (unsigned long long)(n * es));
+                       comm->rank, e.idx, p, e.st.peer, len, (unsigned long long)(n * es));
                 __trap();
             }
             sh.src0 = L->rx_slots + (size_t)slot * comm->slot_bytes;
@@ -178,21 +202,16 @@ struct engine {
         unsigned backoff = 0;
         for (;;) {
             bool moved = false;
-            while (sh.cursor < N && sh.w[sh.cursor % W].done) {
-                uint32_t next = sh.cursor + W;
-                sh.cursor++;
-                if (next < N) load(next);
-            }
-            if (sh.cursor >= N) {
+            refill();
+            if (sh.na == 0) {
                 sh.act = ACT_EXIT;
                 return;
             }
-            uint32_t end = sh.cursor + W < N ? sh.cursor + W : N;
-            for (uint32_t i = sh.cursor; i < end; i++) {
-                win_entry &e = sh.w[i % W];
+            for (uint32_t k = 0; k < sh.na; k++) {
+                win_entry &e = sh.w[k];
                 if (e.done) continue;
                 if (!e.ready) {
-                    if (!deps_met(i)) continue;
+                    if (!deps_met(e)) continue;
                     e.ready = 1;
                     __threadfence(); /* acquire: other CTAs' results of the dependencies */
                 }
@@ -200,21 +219,20 @@ struct engine {
                 uint64_t pb, pe;
                 partition(st.count, es, G, g, pb, pe);
                 if (st.kind == MPCCL_STEP_NOP || pb == pe) {
-                    finish(i);
+                    finish(k);
                     moved = true;
                     continue;
                 }
                 sh.kind = st.kind;
                 if (st.kind == MPCCL_STEP_SEND || st.kind == MPCCL_STEP_RECV) {
-                    if (!first_for_peer(i) || !try_message(i, pb, pe)) continue;
+                    if (!first_for_peer(k) || !try_message(e, pb, pe)) continue;
                 } else {
                     sh.dst = bufp(st.dst_buf, st.dst_off + pb);
                     sh.src0 = bufp(st.src0_buf, st.src0_off + pb);
                     sh.src1 = bufp(st.src1_buf, st.src1_off + pb);
                     sh.n = pe - pb;
                 }
-                sh.act = (int32_t)(i % W);
-                sh.step = i;
+                sh.act = (int32_t)k;
                 return;
             }
             if (moved) {
@@ -229,10 +247,10 @@ struct engine {
     /* Thread 0, after the data moved: publish the piece / finish the step. */
     __device__ void post()
     {
-        uint32_t i = sh.step;
-        win_entry &e = sh.w[i % W];
+        uint32_t k = (uint32_t)sh.act;
+        win_entry &e = sh.w[k];
         if (sh.kind != MPCCL_STEP_SEND && sh.kind != MPCCL_STEP_RECV) {
-            finish(i);
+            finish(k);
             return;
         }
         const mpccl_dev_link_t *L = &comm->links[e.st.peer];
@@ -249,7 +267,7 @@ struct engine {
         e.prog += sh.n;
         uint64_t pb, pe;
         partition(e.st.count, es, G, g, pb, pe);
-        if (e.prog == pe - pb) finish(i);
+        if (e.prog == pe - pb) finish(k);
     }
 };
 
@@ -282,8 +300,8 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
             __trap();
         }
         sh.epoch = vload(plan->launches);
-        sh.cursor = 0;
-        for (uint32_t i = 0; i < W && i < eng.N; i++) eng.load(i);
+        sh.na = 0;
+        sh.next = 0;
     }
     for (;;) {
         if (threadIdx.x == 0) eng.select();
