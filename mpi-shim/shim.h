@@ -1,0 +1,173 @@
+/* Internal interfaces of libmpccl_shim.so, the PMPI interposer that sends MPI
+ * collectives on GPU buffers through mpccl (doc/SHIM.md).  Inside the shim only
+ * PMPI_* is called, so the shim never re-enters itself. */
+#ifndef MPCCL_SHIM_H
+#define MPCCL_SHIM_H
+
+#include <stddef.h>
+#include <mpi.h>
+
+#include "nccl.h"
+
+#if __has_include("build_config.h")
+#include "build_config.h" /* MPCCL_HAVE_CUDA */
+#endif
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+
+/* ---- the intercepted collectives (order of shim.def) ---- */
+typedef enum {
+    SHIM_ALLREDUCE, SHIM_REDUCE, SHIM_BCAST, SHIM_ALLGATHER, SHIM_REDUCE_SCATTER_BLOCK,
+    SHIM_REDUCE_SCATTER, SHIM_ALLTOALL, SHIM_GATHER, SHIM_SCATTER, SHIM_IALLREDUCE,
+    SHIM_IBCAST, SHIM_IALLGATHER, SHIM_NCOLLS
+} shim_coll_t;
+const char *mpccl_shim_coll_name(shim_coll_t c);
+
+/* The routes a call can take (counted per collective). */
+typedef enum { SHIM_ROUTE_MPI = 0, SHIM_ROUTE_MPCCL, SHIM_ROUTE_STAGED, SHIM_NROUTES } shim_route_t;
+
+/* ---- settings (shim_env.c), read once ---- */
+typedef struct {
+    int enabled;           /* MPCCL_SHIM (default 1) */
+    int host_mode;         /* MPCCL_SHIM_HOST: host buffers count as GPU buffers (tests) */
+    int agree;             /* MPCCL_SHIM_AGREE: agreement step (1) or uniformity rule (0) */
+    size_t min_bytes;      /* MPCCL_SHIM_MIN_BYTES */
+    unsigned colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */
+    int log_level;         /* MPCCL_DEBUG / NCCL_DEBUG: 0 none, 1 warn, 2 info, 3 trace */
+    int log_shim;          /* SHIM selected by MPCCL_DEBUG_SUBSYS */
+} shim_settings_t;
+const shim_settings_t *mpccl_shim_settings(void);
+
+void mpccl_shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define SHIM_WARN(...) mpccl_shim_log(1, __VA_ARGS__)
+#define SHIM_INFO(...)                                                      \
+    do { if (mpccl_shim_settings()->log_level >= 2) mpccl_shim_log(2, __VA_ARGS__); } while (0)
+/* Logs "why" at INFO the first time this (collective, reason) pair is seen. */
+void mpccl_shim_log_once(shim_coll_t c, int reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+void mpccl_shim_count(shim_coll_t c, shim_route_t r);
+/* Logs the per-collective route counts at INFO (MPI_Finalize). */
+void mpccl_shim_summary(void);
+
+/* Thread-local nesting depth: calls made while > 0 pass straight to PMPI. */
+extern __thread int mpccl_shim_depth;
+
+/* ---- memory (shim_mem.c) ---- */
+/* Is p memory MPI cannot take (device or managed)?  In MPCCL_SHIM_HOST mode
+ * every non-NULL pointer answers yes. */
+int mpccl_shim_is_device(const void *p);
+/* Can this process hold device buffers at all (CUDA loaded, or host mode)? */
+int mpccl_shim_gpu_process(void);
+/* Host bounce buffers for the staged path (pinned when CUDA is there). */
+void *mpccl_shim_bounce_get(size_t bytes);
+void mpccl_shim_bounce_put(void *p);
+/* Copies between a buffer and its bounce; 0 or an MPI error code. */
+int mpccl_shim_copy(void *dst, const void *src, size_t bytes);
+
+/* ---- datatypes and ops (shim_types.c) ---- */
+/* Maps a predefined MPI datatype mpccl can reduce; 0 when it cannot. */
+int mpccl_shim_reduce_type(MPI_Datatype dt, ncclDataType_t *out);
+int mpccl_shim_reduce_op(MPI_Op op, ncclRedOp_t *out);
+/* Is dt contiguous (size == extent == true extent, lb 0)?  *size gets its size. */
+int mpccl_shim_contiguous(MPI_Datatype dt, size_t *size);
+/* Bytes spanned by count elements of dt, and the offset of the first byte
+ * touched (true lb); 0 on a bad type. */
+int mpccl_shim_span(MPI_Datatype dt, size_t count, ptrdiff_t *lb, size_t *bytes);
+
+/* ---- communicators (shim_comm.c) ---- */
+typedef struct shim_comm {
+    ncclComm_t nccl;
+    void *stream;          /* cudaStream_t of a GPU communicator, NULL on host ones */
+    int rank, size;
+    int linked; /* on the list MPI_Finalize walks */
+    struct shim_comm *next, *prev;
+} shim_comm_t;
+/* The mpccl communicator cached on comm, created on first use (collective:
+ * every rank reaches this together, after the route agreement). */
+int mpccl_shim_comm_get(MPI_Comm comm, shim_comm_t **out);
+/* Waits for the communicator's stream (GPU) and converts failures to MPI codes. */
+int mpccl_shim_comm_finish(shim_comm_t *sc, ncclResult_t r, MPI_Comm comm, const char *what);
+/* Tears down every cached communicator (before PMPI_Finalize). */
+void mpccl_shim_comm_fini(void);
+
+/* ---- one call (shim_route.c) ---- */
+enum { SHIM_IN = 1, SHIM_OUT = 2, SHIM_INOUT = 3 };
+#define SHIM_MAXBUF 2
+typedef struct {
+    void *user;            /* the caller's pointer */
+    void *host;            /* what MPI gets: user, or the bounce at the same offset */
+    void *bounce;
+    ptrdiff_t lb;
+    size_t bytes;
+    int dir, device;
+} shim_buf_t;
+
+typedef struct {
+    shim_coll_t coll;
+    MPI_Comm comm;
+    int rank, size;
+    int ok;                /* eligible for mpccl on this rank (types, op, size, alignment) */
+    int nbuf;
+    shim_buf_t buf[SHIM_MAXBUF];
+} shim_call_t;
+
+/* Starts a call: 0 when the shim must stay out of it (off, nested, MPI_COMM_NULL,
+ * intercommunicator); the caller then passes straight to PMPI. */
+int mpccl_shim_begin(shim_call_t *c, shim_coll_t coll, MPI_Comm comm);
+/* Records a significant buffer (count elements of dt); NULL/0 ones are skipped. */
+void mpccl_shim_buf(shim_call_t *c, const void *p, size_t count, MPI_Datatype dt, int dir);
+/* Marks the call ineligible for mpccl, logging why once. */
+void mpccl_shim_reject(shim_call_t *c, int reason, const char *why);
+/* Applies MIN_BYTES / COLLS and (in agreement mode) agrees across the
+ * communicator; every rank gets the same route. */
+shim_route_t mpccl_shim_decide(shim_call_t *c, size_t bytes);
+/* Staged path: copies device buffers to bounces (before) and back (after). */
+int mpccl_shim_stage_in(shim_call_t *c);
+int mpccl_shim_stage_out(shim_call_t *c, int rc);
+/* Host pointer MPI should use for buffer i (or the caller's, when not staged). */
+static inline void *mpccl_shim_host(const shim_call_t *c, const void *user)
+{
+    for (int i = 0; i < c->nbuf; i++)
+        if (c->buf[i].user == user) return c->buf[i].host;
+    return (void *)user;
+}
+/* An already completed request, for nonblocking calls finished in place. */
+int mpccl_shim_done_request(MPI_Request *req);
+
+/* Reasons logged once per collective. */
+enum { SHIM_WHY_TYPE, SHIM_WHY_OP, SHIM_WHY_NONCONTIG, SHIM_WHY_ALIGN, SHIM_WHY_ARG, SHIM_WHY_SMALL,
+       SHIM_WHY_COLLS, SHIM_WHY_PEER, SHIM_NWHY };
+
+/* ---- the collectives (shim_coll.c); entry points are generated (shim.def) ---- */
+int mpccl_shim_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                         MPI_Comm comm);
+int mpccl_shim_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                      int root, MPI_Comm comm);
+int mpccl_shim_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int mpccl_shim_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int mpccl_shim_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
+                                    MPI_Op op, MPI_Comm comm);
+int mpccl_shim_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int mpccl_shim_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int mpccl_shim_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int mpccl_shim_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int mpccl_shim_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                          MPI_Comm comm, MPI_Request *request);
+int mpccl_shim_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                      MPI_Request *request);
+int mpccl_shim_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+
+/* Tears down the cached communicators, logs the summary, then PMPI_Finalize. */
+int mpccl_shim_Finalize(void);
+
+/* Fortran: MPI_IN_PLACE / MPI_BOTTOM of the Fortran bindings -> C's. */
+void *mpccl_shim_f2c_buf(void *p);
+
+#endif

@@ -1,0 +1,197 @@
+/* Settings, logging and route counters of the shim.
+ *
+ * The shim is an MPI-side component outside libmpccl, whose config table and
+ * logger are internal (hidden), so it reads its variables here, in one place,
+ * and prints log lines in mpccl's format ("host:pid:tid [rank] mpccl LEVEL"). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+__thread int mpccl_shim_depth;
+
+static const char *const coll_names[SHIM_NCOLLS] = {
+    "allreduce", "reduce", "bcast", "allgather", "reduce_scatter_block", "reduce_scatter",
+    "alltoall", "gather", "scatter", "iallreduce", "ibcast", "iallgather"};
+
+const char *mpccl_shim_coll_name(shim_coll_t c)
+{
+    return c < SHIM_NCOLLS ? coll_names[c] : "?";
+}
+
+static const char *env2(const char *name, const char *alias)
+{
+    const char *v = getenv(name);
+    if ((v == NULL || *v == '\0') && alias) v = getenv(alias);
+    return v && *v ? v : NULL;
+}
+
+/* Binary k/m/g suffixes like mpccl's integer settings; -1 when unparsable. */
+static long long parse_size(const char *s)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || v < 0) return -1;
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; end++; break;
+    case 'm': case 'M': v <<= 20; end++; break;
+    case 'g': case 'G': v <<= 30; end++; break;
+    default: break;
+    }
+    return *end ? -1 : v;
+}
+
+/* "all", a comma list of names, or ^list (all but those). */
+static unsigned parse_colls(const char *s, int *bad)
+{
+    int exclude = (*s == '^');
+    unsigned mask = 0;
+    char buf[512], *save = NULL;
+    snprintf(buf, sizeof(buf), "%s", s + exclude);
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        if (!strcasecmp(tok, "all")) {
+            mask = (1u << SHIM_NCOLLS) - 1;
+            continue;
+        }
+        for (int c = 0; c < SHIM_NCOLLS; c++)
+            if (!strcasecmp(tok, coll_names[c])) mask |= 1u << c, found = 1;
+        if (!found) *bad = 1;
+    }
+    return exclude ? ((1u << SHIM_NCOLLS) - 1) & ~mask : mask;
+}
+
+static shim_settings_t settings;
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
+static __thread int settings_reading; /* warnings of settings_read itself */
+
+/* The one place where the shim reads its environment. */
+static void settings_read(void)
+{
+    const char *v;
+    int bad = 0;
+    settings_reading = 1;
+    settings.enabled = 1;
+    settings.agree = 1;
+    settings.colls = (1u << SHIM_NCOLLS) - 1;
+    if ((v = env2("MPCCL_SHIM", NULL))) settings.enabled = strcmp(v, "0") != 0;
+    if ((v = env2("MPCCL_SHIM_HOST", NULL))) settings.host_mode = strcmp(v, "0") != 0;
+    if ((v = env2("MPCCL_SHIM_AGREE", NULL))) settings.agree = strcmp(v, "0") != 0;
+    settings.log_level = 1;
+    if ((v = env2("MPCCL_DEBUG", "NCCL_DEBUG"))) {
+        if (!strcasecmp(v, "NONE") || !strcasecmp(v, "VERSION")) settings.log_level = 0;
+        else if (!strcasecmp(v, "INFO")) settings.log_level = 2;
+        else if (!strcasecmp(v, "TRACE")) settings.log_level = 3;
+    }
+    settings.log_shim = 1;
+    if ((v = env2("MPCCL_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"))) {
+        int excl = (*v == '^');
+        int named = strcasestr(v, "SHIM") != NULL || (!excl && strcasestr(v, "ALL") != NULL);
+        settings.log_shim = excl ? !named : named;
+    }
+    if ((v = env2("MPCCL_SHIM_MIN_BYTES", NULL))) {
+        long long n = parse_size(v);
+        if (n < 0) SHIM_WARN("MPCCL_SHIM_MIN_BYTES=%s is not a size (e.g. 4096, 64k); using 0", v);
+        else settings.min_bytes = (size_t)n;
+    }
+    if ((v = env2("MPCCL_SHIM_COLLS", NULL))) {
+        settings.colls = parse_colls(v, &bad);
+        if (bad) SHIM_WARN("MPCCL_SHIM_COLLS=%s names an unknown collective; known: all, allreduce, reduce, bcast, "
+                           "allgather, reduce_scatter_block, reduce_scatter, alltoall, gather, scatter, iallreduce, "
+                           "ibcast, iallgather", v);
+    }
+    settings_reading = 0;
+}
+
+const shim_settings_t *mpccl_shim_settings(void)
+{
+    pthread_once(&settings_once, settings_read);
+    return &settings;
+}
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void vlog(int level, const char *fmt, va_list ap)
+{
+    static const char *const names[] = {"NONE", "WARN", "INFO", "TRACE"};
+    char host[64] = "", msg[1024];
+    int rank = -1, init = 0, fini = 0;
+    if (!settings_reading) mpccl_shim_settings();
+    if (level > settings.log_level) return;
+    if (level > 1 && !settings.log_shim) return;
+    gethostname(host, sizeof(host) - 1);
+    char *dot = strchr(host, '.');
+    if (dot) *dot = '\0';
+    PMPI_Initialized(&init);
+    PMPI_Finalized(&fini);
+    if (init && !fini) PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    pthread_mutex_lock(&log_lock);
+    fprintf(stderr, "%s:%d:%d [%d] mpccl %s SHIM %s\n", host, (int)getpid(), (int)syscall(SYS_gettid), rank,
+            names[level], msg);
+    fflush(stderr);
+    pthread_mutex_unlock(&log_lock);
+}
+
+void mpccl_shim_log(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+static atomic_uchar logged_once[SHIM_NCOLLS][SHIM_NWHY];
+
+void mpccl_shim_log_once(shim_coll_t c, int reason, const char *fmt, ...)
+{
+    va_list ap;
+    if (mpccl_shim_settings()->log_level < 2 || atomic_exchange(&logged_once[c][reason], 1)) return;
+    va_start(ap, fmt);
+    vlog(2, fmt, ap);
+    va_end(ap);
+}
+
+static atomic_ullong counts[SHIM_NCOLLS][SHIM_NROUTES];
+
+void mpccl_shim_count(shim_coll_t c, shim_route_t r)
+{
+    atomic_fetch_add_explicit(&counts[c][r], 1, memory_order_relaxed);
+}
+
+/* Exported for tests and tools (dlsym): how many calls of collective `coll`
+ * (shim.def name, e.g. "allreduce") took route "mpi", "mpccl" or "staged";
+ * -1 for an unknown name. */
+SHIM_EXPORT long long mpcclShimCount(const char *coll, const char *route)
+{
+    static const char *const routes[SHIM_NROUTES] = {"mpi", "mpccl", "staged"};
+    for (int c = 0; c < SHIM_NCOLLS; c++) {
+        if (strcasecmp(coll, coll_names[c])) continue;
+        for (int r = 0; r < SHIM_NROUTES; r++)
+            if (!strcasecmp(route, routes[r])) return (long long)atomic_load(&counts[c][r]);
+    }
+    return -1;
+}
+
+void mpccl_shim_summary(void)
+{
+    char line[1024];
+    size_t o = 0;
+    if (mpccl_shim_settings()->log_level < 2) return;
+    line[0] = '\0';
+    for (int c = 0; c < SHIM_NCOLLS && o < sizeof(line); c++) {
+        unsigned long long m = atomic_load(&counts[c][SHIM_ROUTE_MPI]), n = atomic_load(&counts[c][SHIM_ROUTE_MPCCL]),
+                           s = atomic_load(&counts[c][SHIM_ROUTE_STAGED]);
+        if (m + n + s == 0) continue;
+        o += (size_t)snprintf(line + o, sizeof(line) - o, " %s=%llu/%llu/%llu", coll_names[c], n, s, m);
+    }
+    mpccl_shim_log(2, "summary (mpccl/staged/mpi):%s", o ? line : " no collective calls");
+}

@@ -1,0 +1,201 @@
+/* Which buffers are GPU memory, and host bounce buffers for the staged path.
+ *
+ * A process that never loaded the CUDA driver has no device memory, so the
+ * shim asks CUDA nothing there (host-only programs pay a dlopen(NOLOAD) per
+ * call until CUDA appears).  Device allocations are cached as address ranges:
+ * a range freed and reused by cudaMallocHost would be misread as device memory,
+ * which is harmless (mpccl and cudaMemcpy take pinned memory too). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#endif
+
+int mpccl_shim_gpu_process(void)
+{
+    static int cuda_seen;
+    if (mpccl_shim_settings()->host_mode) return 1;
+#ifdef MPCCL_HAVE_CUDA
+    if (__atomic_load_n(&cuda_seen, __ATOMIC_RELAXED)) return 1;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h) {
+        dlclose(h);
+        __atomic_store_n(&cuda_seen, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+#endif
+    (void)cuda_seen;
+    return 0;
+}
+
+#ifdef MPCCL_HAVE_CUDA
+static PFN_cuPointerGetAttributes_v7000 get_attrs;
+static pthread_once_t attrs_once = PTHREAD_ONCE_INIT;
+
+static void attrs_resolve(void)
+{
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    void *fn = NULL;
+    /* Through the runtime: the shim never links libcuda (it must load where no
+     * driver is installed). */
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 7000, cudaEnableDefault, &q) ==
+            cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        get_attrs = (PFN_cuPointerGetAttributes_v7000)fn;
+    else
+        SHIM_WARN("cuPointerGetAttributes is not available: every buffer counts as host memory");
+    (void)cudaGetLastError();
+}
+
+#define RANGES 16
+static struct { uintptr_t start, end; } ranges[RANGES];
+static unsigned range_next;
+static pthread_mutex_t range_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int range_hit(uintptr_t a)
+{
+    int hit = 0;
+    pthread_mutex_lock(&range_lock);
+    for (int i = 0; i < RANGES && !hit; i++) hit = a >= ranges[i].start && a < ranges[i].end;
+    pthread_mutex_unlock(&range_lock);
+    return hit;
+}
+
+static void range_add(uintptr_t start, size_t size)
+{
+    pthread_mutex_lock(&range_lock);
+    ranges[range_next % RANGES].start = start;
+    ranges[range_next % RANGES].end = start + size;
+    range_next++;
+    pthread_mutex_unlock(&range_lock);
+}
+#endif
+
+int mpccl_shim_is_device(const void *p)
+{
+    if (p == NULL) return 0;
+    if (mpccl_shim_settings()->host_mode) return 1;
+#ifdef MPCCL_HAVE_CUDA
+    if (!mpccl_shim_gpu_process()) return 0;
+    if (range_hit((uintptr_t)p)) return 1;
+    pthread_once(&attrs_once, attrs_resolve);
+    if (get_attrs == NULL) return 0;
+    unsigned int memtype = 0, managed = 0;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[] = {&memtype, &managed, &start, &size};
+    /* Pageable host memory is no error: the driver reports memory type 0. */
+    if (get_attrs(4, attrs, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) return 0;
+    if (managed) return 1; /* MPI could read it, slowly; mpccl is the fast way */
+    if (memtype != CU_MEMORYTYPE_DEVICE) return 0;
+    if (size) range_add((uintptr_t)start, size);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static void *bounce_alloc(size_t bytes)
+{
+#ifdef MPCCL_HAVE_CUDA
+    void *p = NULL;
+    /* Pinned so the copies run at full speed; plain memory in host test mode. */
+    if (!mpccl_shim_settings()->host_mode) {
+        if (cudaMallocHost(&p, bytes) == cudaSuccess) return p;
+        (void)cudaGetLastError();
+    }
+#endif
+    return malloc(bytes);
+}
+
+static void bounce_free(void *p)
+{
+#ifdef MPCCL_HAVE_CUDA
+    if (!mpccl_shim_settings()->host_mode) {
+        if (cudaFreeHost(p) == cudaSuccess) return;
+        (void)cudaGetLastError();
+    }
+#endif
+    free(p);
+}
+
+/* A few bounces are kept: pinning is slow (milliseconds for large buffers),
+ * and a staged call uses at most two. */
+#define POOL 8
+static struct { void *p; size_t bytes; int busy; } pool[POOL];
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void *mpccl_shim_bounce_get(size_t bytes)
+{
+    int best = -1, victim = -1;
+    if (bytes == 0) bytes = 1;
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < POOL; i++) {
+        if (pool[i].busy) continue;
+        if (pool[i].p && pool[i].bytes >= bytes && (best < 0 || pool[i].bytes < pool[best].bytes)) best = i;
+        if (victim < 0 || !pool[i].p || (pool[victim].p && pool[i].bytes < pool[victim].bytes)) victim = i;
+    }
+    if (best >= 0) {
+        pool[best].busy = 1;
+        pthread_mutex_unlock(&pool_lock);
+        return pool[best].p;
+    }
+    void *old = NULL;
+    if (victim >= 0) { /* replace the smallest idle one with a larger one */
+        old = pool[victim].p;
+        pool[victim].p = NULL;
+        pool[victim].busy = 1;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (old) bounce_free(old);
+    void *p = bounce_alloc(bytes);
+    pthread_mutex_lock(&pool_lock);
+    if (victim >= 0) {
+        pool[victim].p = p;
+        pool[victim].bytes = p ? bytes : 0;
+        pool[victim].busy = p != NULL;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return p;
+}
+
+void mpccl_shim_bounce_put(void *p)
+{
+    if (p == NULL) return;
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < POOL; i++)
+        if (pool[i].p == p) {
+            pool[i].busy = 0;
+            pthread_mutex_unlock(&pool_lock);
+            return;
+        }
+    pthread_mutex_unlock(&pool_lock);
+    bounce_free(p); /* all slots were busy (many threads): not pooled */
+}
+
+int mpccl_shim_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return MPI_SUCCESS;
+#ifdef MPCCL_HAVE_CUDA
+    if (!mpccl_shim_settings()->host_mode) {
+        cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+        if (e == cudaSuccess) return MPI_SUCCESS;
+        SHIM_WARN("staging copy of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return MPI_ERR_OTHER;
+    }
+#endif
+    memcpy(dst, src, bytes);
+    return MPI_SUCCESS;
+}
