@@ -19,7 +19,7 @@
 
 /* Largest window (steps a CTA keeps in progress at once) the engine supports:
  * its per-step progress lives in shared memory. */
-#define MPCCL_ENGINE_MAX_WINDOW 32
+#define MPCCL_ENGINE_MAX_WINDOW 64
 
 /* How IN and OUT relate in memory, for the locality rule: it must know which
  * references can touch the same elements. */

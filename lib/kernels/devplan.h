@@ -100,7 +100,13 @@ typedef struct mpccl_engine_args {
 
 /* Partition of a step's count among the CTAs: CTA g owns elements
  * [begin, end).  Both ends of a message compute it the same way. */
-static inline void mpccl_dev_partition(uint64_t count, uint32_t elem_size, uint32_t nctas, uint32_t g,
+#ifdef __CUDACC__
+#define MPCCL_HOST_DEVICE __host__ __device__
+#else
+#define MPCCL_HOST_DEVICE
+#endif
+
+static inline MPCCL_HOST_DEVICE void mpccl_dev_partition(uint64_t count, uint32_t elem_size, uint32_t nctas, uint32_t g,
                                        uint64_t *begin, uint64_t *end)
 {
     uint64_t align = elem_size >= 16 ? 1 : 16 / elem_size; /* 16-byte multiples */

@@ -38,17 +38,11 @@ namespace {
 
 using namespace mpccl_ew;
 
-/* Device twin of mpccl_dev_partition (devplan.h's version is host-only C). */
+/* The partition both ends of a message agree on (devplan.h). */
 __device__ __forceinline__ void partition(uint64_t count, uint32_t es, uint32_t nctas, uint32_t g, uint64_t &b,
                                           uint64_t &e)
 {
-    uint64_t align = es >= 16 ? 1 : 16 / es;
-    uint64_t per = (count + nctas - 1) / nctas;
-    per = (per + align - 1) / align * align;
-    b = per * g;
-    e = b + per;
-    if (b > count) b = count;
-    if (e > count) e = count;
+    mpccl_dev_partition(count, es, nctas, g, &b, &e);
 }
 
 __device__ __forceinline__ int reached(uint32_t value, uint32_t target) { return (int32_t)(value - target) >= 0; }
