@@ -102,7 +102,7 @@ static proxy_settings_t settings(void)
 {
     proxy_settings_t s = {env_us("MPCCL_PROXY_SPIN_US", 20) * 1000,
                           env_us("MPCCL_PROXY_YIELD_US", 500) * 1000,
-                          env_us("MPCCL_PROXY_SLEEP_US", 64) * 1000};
+                          env_us("MPCCL_PROXY_SLEEP_US", 100) * 1000};
     return s;
 }
 
@@ -336,7 +336,7 @@ static void backoff(backoff_t *b, int act)
     }
     b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : 1000;
     if (b->sleep_ns > b->cfg.sleep_ns) b->sleep_ns = b->cfg.sleep_ns;
-    struct timespec ts = {0, (long)b->sleep_ns};
+    struct timespec ts = {(time_t)(b->sleep_ns / 1000000000), (long)(b->sleep_ns % 1000000000)};
     nanosleep(&ts, NULL);
 }
 

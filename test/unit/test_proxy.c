@@ -319,6 +319,7 @@ static void traffic_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstr
     for (int round = 0; round < 2; round++) { /* the second round restarts the thread */
         mpccl_proxy_comm_t *pc = attach(w, me, t, links);
         check_links(w, me, links);
+        mpccl_bootstrap_barrier(bs); /* nobody sends before every rank checked its fresh links */
         kernel(w, me, links, pc, 60);
         ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_OK);
         mpccl_bootstrap_barrier(bs); /* traffic idle everywhere */
@@ -544,14 +545,17 @@ int main(void)
     seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
     printf("test_proxy: seed %llu (MPCCL_TEST_SEED)\n", (unsigned long long)seed);
     Suite *su = suite_create("proxy");
-    TCase *tc = tcase_create("proxy");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_args);
-    tcase_add_loop_test(tc, test_traffic, 0, 4);
-    tcase_add_test(tc, test_error);
-    tcase_add_loop_test(tc, test_force, 0, 2);
-    tcase_add_test(tc, test_idle_cpu);
-    suite_add_tcase(su, tc);
+    /* One case per behaviour, so CK_RUN_CASE picks one. */
+    struct { const char *name; const TTest *t; int loops; } cases[] = {
+        {"args", test_args, 0}, {"traffic", test_traffic, 4}, {"error", test_error, 0},
+        {"force", test_force, 2}, {"idle", test_idle_cpu, 0}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_set_timeout(tc, 120);
+        if (cases[i].loops) tcase_add_loop_test(tc, cases[i].t, 0, cases[i].loops);
+        else tcase_add_test(tc, cases[i].t);
+        suite_add_tcase(su, tc);
+    }
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
