@@ -11,6 +11,8 @@
 typedef struct mpccl_req {
     volatile int done;     /* set to 1 when complete (successfully or not) */
     mpccl_status_t status; /* valid once done */
+    size_t bytes;          /* receives: the length of the message that arrived */
+#define MPCCL_REQ_HAS_BYTES 1
     void *impl;            /* the transport's handle while in flight */
 } mpccl_req_t;
 

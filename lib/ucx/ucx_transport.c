@@ -132,12 +132,13 @@ static void release(mpccl_ucx_op_t *op)
 /* user_data is the transport.  An op not yet tracked (tp NULL: ours are reset
  * on release and zeroed by request_init) completes inside the nbx call that
  * posts it, which some UCX versions do and then return the request anyway. */
-static void op_complete(void *request, ucs_status_t st, void *user_data)
+static void op_complete(void *request, ucs_status_t st, void *user_data, size_t length)
 {
     mpccl_ucx_op_t *op = request;
     if (op->tp == NULL) {
         mpccl_ucx_tp_t *tp = user_data;
         mpccl_ucx_op_t *p = &tp->posting;
+        p->owner->bytes = length;
         finish(p->owner, map_status(tp, p->peer, p->tag, p->bytes, st));
         tp->posting_done = 1;
         release(op);
@@ -145,20 +146,22 @@ static void op_complete(void *request, ucs_status_t st, void *user_data)
     }
     mpccl_status_t ms = map_status(op->tp, op->peer, op->tag, op->bytes, st);
     list_del(op);
-    if (op->owner) finish(op->owner, ms);
+    if (op->owner) {
+        op->owner->bytes = length;
+        finish(op->owner, ms);
+    }
     release(op);
 }
 
 static void send_cb(void *request, ucs_status_t st, void *user_data)
 {
-    op_complete(request, st, user_data);
+    op_complete(request, st, user_data, 0);
 }
 
 static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
                     void *user_data)
 {
-    (void)info;
-    op_complete(request, st, user_data);
+    op_complete(request, st, user_data, st == UCS_OK && info ? info->length : 0);
 }
 
 /* What an nbx call returned: done now, failed now, or a request to track. */
