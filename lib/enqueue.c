@@ -43,8 +43,9 @@ static mpccl_status_t map_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dt,
     d->prescale = 1;
     /* On a host communicator the "device" scalar is host memory read at the
      * call, which is when the reduction would read it on the stream. */
-    memcpy(t->scalar, s.residence == ncclScalarHostImmediate ? (const void *)s.scalar : s.scalar_ptr,
-           mpccl_dtype_size(dt));
+    if (s.residence == ncclScalarHostImmediate) memcpy(t->scalar, s.scalar, mpccl_dtype_size(dt));
+    else if (comm->gpu) t->scalar_dev = s.scalar_ptr; /* device memory: read on the stream */
+    else memcpy(t->scalar, s.scalar_ptr, mpccl_dtype_size(dt));
     return MPCCL_OK;
 }
 

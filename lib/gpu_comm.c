@@ -293,7 +293,9 @@ static mpccl_status_t p2p_row(const mpccl_gpu_comm_t *g, const mpccl_topo_t *top
 
 static uint32_t link_kind(const mpccl_topo_t *topo, const unsigned char *rows, int n, int a, int b)
 {
-    if (a == b) return MPCCL_LINK_NONE;
+    /* A rank's link to itself is a loopback inside its own mailbox: ncclSend /
+     * ncclRecv to oneself go through the same protocol as any peer. */
+    if (a == b) return MPCCL_LINK_NVLINK;
     if (topo->node_of[a] != topo->node_of[b]) return MPCCL_LINK_PROXY;
     return rows[(size_t)a * (n + 1) + b] && rows[(size_t)b * (n + 1) + a] ? MPCCL_LINK_NVLINK : MPCCL_LINK_HOST;
 }

@@ -330,8 +330,9 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     memcpy(a.scalar, call->task.scalar, sizeof(a.scalar));
     if (sc->needs_prescale && sc->in_elems) {
         void *pre = (char *)scratch + tmp_bytes;
-        MPCCL_CHECK_GOTO(mpccl_gpu_scale_launch(call->desc.dt, pre, call->task.in, call->task.scalar, sc->in_elems,
-                                                stream),
+        MPCCL_CHECK_GOTO(mpccl_gpu_scale_launch_dev(call->desc.dt, pre, call->task.in,
+                                                    call->task.scalar_dev ? NULL : call->task.scalar,
+                                                    call->task.scalar_dev, sc->in_elems, stream),
                          st, out);
         a.buf[MPCCL_BUF_IN] = pre;
     }

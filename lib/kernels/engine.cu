@@ -317,11 +317,15 @@ struct scalar_arg {
     unsigned char b[8];
 };
 
+/* sdev: a PreMulSum scalar of ncclScalarDevice residence, read when the kernel
+ * runs (NCCL's semantics); NULL: the value in s. */
 template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS)
-    scale_kernel(void *dst, const void *src, scalar_arg s, uint64_t n)
+    scale_kernel(void *dst, const void *src, scalar_arg s, const unsigned char *sdev, uint64_t n)
 {
     typedef typename ty<DT>::T T;
     uint64_t b, e;
+    if (sdev)
+        for (unsigned i = 0; i < sizeof(T); i++) s.b[i] = sdev[i];
     partition(n, sizeof(T), gridDim.x, blockIdx.x, b, e);
     unary_range<scaleop<DT> >((T *)dst + b, (const T *)src + b, ty<DT>::scalar(s.b), e - b);
 }
@@ -357,18 +361,25 @@ extern "C" mpccl_status_t mpccl_engine_launch(const mpccl_engine_args_t *args, u
 extern "C" mpccl_status_t mpccl_gpu_scale_launch(int dtype, void *dst, const void *src, const void *scalar_elem,
                                                  uint64_t n, cudaStream_t stream)
 {
+    return mpccl_gpu_scale_launch_dev(dtype, dst, src, scalar_elem, NULL, n, stream);
+}
+
+extern "C" mpccl_status_t mpccl_gpu_scale_launch_dev(int dtype, void *dst, const void *src, const void *scalar_elem,
+                                                     const void *scalar_dev, uint64_t n, cudaStream_t stream)
+{
     size_t es = mpccl_dtype_size((ncclDataType_t)dtype);
     if (es == 0) return mpccl_fail(MPCCL_ERR_INTERNAL, "scale launch with datatype %d", dtype);
     if (n == 0) return MPCCL_OK;
     scalar_arg s;
     memset(&s, 0, sizeof(s));
-    memcpy(s.b, scalar_elem, es);
+    if (scalar_elem) memcpy(s.b, scalar_elem, es);
     /* About 256 KiB per CTA, at most 1024 CTAs. */
     uint64_t blocks = (n * es + (256u << 10) - 1) / (256u << 10);
     unsigned nb = (unsigned)(blocks < 1 ? 1 : blocks > 1024 ? 1024 : blocks);
     switch (dtype) {
 #define X(DT)                                                                        \
-    case DT: scale_kernel<DT><<<nb, MPCCL_ENGINE_THREADS, 0, stream>>>(dst, src, s, n); break;
+    case DT: scale_kernel<DT><<<nb, MPCCL_ENGINE_THREADS, 0, stream>>>(dst, src, s, (const unsigned char *)scalar_dev, n); \
+        break;
         MPCCL_ALL_TYPES(X)
 #undef X
     default: return mpccl_fail(MPCCL_ERR_INTERNAL, "scale launch with datatype %d", dtype);

@@ -30,6 +30,10 @@ mpccl_status_t mpccl_engine_launch(const mpccl_engine_args_t *args, uint32_t nct
  * the input that the engine then reads as its IN buffer.  dst may equal src. */
 mpccl_status_t mpccl_gpu_scale_launch(int dtype, void *dst, const void *src, const void *scalar_elem, uint64_t n,
                                       cudaStream_t stream);
+/* The same with the scalar read on the device when the kernel runs (scalar_dev,
+ * device-accessible) instead of the host value scalar_elem. */
+mpccl_status_t mpccl_gpu_scale_launch_dev(int dtype, void *dst, const void *src, const void *scalar_elem,
+                                          const void *scalar_dev, uint64_t n, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
