@@ -10,6 +10,7 @@
 #include "cuda_rt.h"
 #include "gpu_comm.h"
 #include "gpu_launch.h"
+#include "algo.h"
 #include "gpu_plan.h"
 #include "kernels/engine.h"
 #include "log.h"
@@ -51,6 +52,7 @@ typedef struct mpccl_gpu_state {
      * user passes (they share mailboxes and counters): a launch on a new stream
      * waits for the previous launch's event. */
     cudaEvent_t last_done;
+    cudaEvent_t join; /* joins the streams of a grouped p2p launch */
     cudaStream_t last_stream;
     int have_last;
 } mpccl_gpu_state_t;
@@ -107,6 +109,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     }
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     cudaError_t e = cudaEventCreateWithFlags(&s->last_done, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming);
     if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaEventCreate");
     /* Every rank's links must be in place before anyone launches into them. */
     if (st == MPCCL_OK) st = mpccl_bootstrap_barrier(&comm->bs);
@@ -149,6 +152,7 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
         s->scratch = older;
     }
     if (s->last_done) cudaEventDestroy(s->last_done);
+    if (s->join) cudaEventDestroy(s->join);
     if (s->g) mpccl_gpu_comm_destroy(s->g);
     if (saved >= 0) mpccl_cuda_restore_device(saved);
     free(s);
@@ -284,6 +288,119 @@ static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out
     s->scratch = blk;
     *out = blk->ptr;
     return MPCCL_OK;
+}
+
+static mpccl_status_t order_after_previous(mpccl_gpu_state_t *s, cudaStream_t stream);
+
+/* ---- grouped point-to-point ---- */
+
+/* A group's p2p calls of one communicator become one launch: their sends and
+ * receives progress together, so every rank exchanging with every other cannot
+ * deadlock on full mailboxes.  Bytes move, so the schedule is in bytes; buffer 3+k
+ * is call k's.  Plans are cached by the calls' shape. */
+static mpccl_status_t p2p_plan(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call_t **calls, int n,
+                               plan_entry_t **out)
+{
+    plan_key_t k;
+    memset(&k, 0, sizeof(k));
+    k.coll = -1; /* never a collective's key */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < n; i++) {
+        uint64_t v[3] = {(uint64_t)calls[i]->desc.coll, (uint64_t)(uint32_t)calls[i]->desc.root,
+                         calls[i]->desc.count * mpccl_dtype_size(calls[i]->desc.dt)};
+        for (int j = 0; j < 3; j++) h = (h ^ v[j]) * 0x100000001b3ULL;
+    }
+    k.count = h;
+    k.root = n;
+    unsigned b = key_hash(&k);
+    for (plan_entry_t *e = s->plans[b]; e; e = e->next)
+        if (!memcmp(&e->key, &k, sizeof(k))) {
+            *out = e;
+            return MPCCL_OK;
+        }
+    plan_entry_t *e = calloc(1, sizeof(*e));
+    if (!e) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan");
+    e->key = k;
+    mpccl_build_t bld;
+    mpccl_status_t st = mpccl_build_init(&bld, &e->sched, comm->rank, comm->nranks);
+    if (st == MPCCL_OK) {
+        for (int i = 0; i < n; i++) {
+            uint64_t bytes = calls[i]->desc.count * mpccl_dtype_size(calls[i]->desc.dt);
+            mpccl_ref_t r = mpccl_ref((uint32_t)(3 + i), 0);
+            if (calls[i]->desc.coll == MPCCL_COLL_SEND) mpccl_b_send(&bld, calls[i]->desc.root, r, bytes, NULL, 0);
+            else mpccl_b_recv(&bld, calls[i]->desc.root, r, bytes, NULL, 0);
+        }
+        st = mpccl_build_finish(&bld);
+    }
+    if (st == MPCCL_OK) {
+        st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, MPCCL_INOUT_UNKNOWN, 0, &e->gp);
+        if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
+    }
+    if (st != MPCCL_OK) {
+        free(e);
+        return st;
+    }
+    e->next = s->plans[b];
+    s->plans[b] = e;
+    s->nplans++;
+    *out = e;
+    return MPCCL_OK;
+}
+
+/* The launch runs on the first call's stream; the other calls' streams join
+ * before it and wait for it after (NCCL's group semantics across streams). */
+static mpccl_status_t join_streams(mpccl_gpu_state_t *s, mpccl_call_t **calls, int n, int after)
+{
+    cudaStream_t s0 = (cudaStream_t)calls[0]->stream;
+    for (int i = 1; i < n; i++) {
+        cudaStream_t si = (cudaStream_t)calls[i]->stream;
+        if (si == s0) continue;
+        MPCCL_CUDA_CHECK(cudaEventRecord(s->join, after ? s0 : si));
+        MPCCL_CUDA_CHECK(cudaStreamWaitEvent(after ? si : s0, s->join, 0));
+    }
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
+{
+    ncclComm_t comm = calls[0]->comm;
+    mpccl_gpu_state_t *s = comm->gpu;
+    plan_entry_t *pe = NULL;
+    int saved = -1;
+    mpccl_status_t st;
+    if (n > MPCCL_ENGINE_MAX_BUFS - 3)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "p2p launch of %d calls (at most %d)", n, MPCCL_ENGINE_MAX_BUFS - 3);
+    if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    MPCCL_CHECK_GOTO(p2p_plan(comm, s, calls, n, &pe), st, out);
+    cudaStream_t stream = (cudaStream_t)calls[0]->stream;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &cs);
+    int capturing = cs != cudaStreamCaptureStatusNone;
+    if (!capturing) MPCCL_CHECK_GOTO(order_after_previous(s, stream), st, out);
+    MPCCL_CHECK_GOTO(join_streams(s, calls, n, 0), st, out);
+    mpccl_engine_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.comm = s->g->dcomm;
+    a.plan = pe->gp.dev;
+    for (int i = 0; i < n; i++)
+        a.buf[3 + i] = calls[i]->desc.coll == MPCCL_COLL_SEND ? (void *)calls[i]->task.in : calls[i]->task.out;
+    a.dtype = ncclUint8;
+    a.op = MPCCL_OP_SUM;
+    if (pe->sched.nsteps) MPCCL_CHECK_GOTO(mpccl_engine_launch(&a, s->g->nctas, stream), st, out);
+    MPCCL_CHECK_GOTO(join_streams(s, calls, n, 1), st, out);
+    if (!capturing) {
+        cudaError_t e = cudaEventRecord(s->last_done, stream);
+        if (e != cudaSuccess) {
+            st = mpccl_cuda_error(e, "cudaEventRecord");
+            goto out;
+        }
+        s->last_stream = stream;
+        s->have_last = 1;
+    }
+out:
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    return st;
 }
 
 /* ---- launch ---- */

@@ -8,6 +8,8 @@
 #include "group.h"
 
 #ifdef MPCCL_HAVE_CUDA
+#include "kernels/devplan.h"
+
 /* Collective over the communicator: device links inside the node, the proxy for
  * other nodes.  comm->cuda_dev is the device. */
 mpccl_status_t mpccl_gpu_setup(ncclComm_t comm);
@@ -21,6 +23,9 @@ mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_co
 /* Plans (cached), prepares scratch and launches one call on its stream; returns
  * once the work is enqueued. */
 mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call);
+/* Launches n (<= MPCCL_ENGINE_MAX_BUFS - 3) send/recv calls of one communicator
+ * as one kernel. */
+mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n);
 #endif
 
 #endif

@@ -110,8 +110,10 @@ static mpccl_status_t convert_step(const mpccl_sched_t *s, uint32_t i, mpccl_dev
         return mpccl_fail(MPCCL_ERR_INTERNAL, "gpu plan: step %u has kind %d", i, st->kind);
     if (st->dep_first > s->ndeps || st->ndeps > s->ndeps - st->dep_first)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "gpu plan: step %u dependencies out of range", i);
-    if (st->dst.buf >= MPCCL_NUM_BUFS || st->src0.buf >= MPCCL_NUM_BUFS || st->src1.buf >= MPCCL_NUM_BUFS)
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "gpu plan: step %u names a buffer beyond TMP", i);
+    if (st->dst.buf >= MPCCL_ENGINE_MAX_BUFS || st->src0.buf >= MPCCL_ENGINE_MAX_BUFS ||
+        st->src1.buf >= MPCCL_ENGINE_MAX_BUFS)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "gpu plan: step %u names buffer %u, beyond the %d a launch has", i,
+                          st->dst.buf, MPCCL_ENGINE_MAX_BUFS);
     memset(out, 0, sizeof(*out));
     out->kind = st->kind;
     out->dst_buf = (uint8_t)st->dst.buf;

@@ -159,21 +159,49 @@ static void link_collectives(mpccl_call_t *ops)
     }
 }
 
-/* GPU calls only enqueue work on their streams, in program order. */
+/* GPU calls only enqueue work on their streams.  Per communicator (in order of
+ * first appearance): its collectives in program order, then its p2p calls as one
+ * launch.  Every rank must put messages into a pair's channels in the same order,
+ * and NCCL lets ranks order a group's p2p and collectives differently, so the
+ * order is made canonical (NCCL gives no order inside a group either). */
 static mpccl_status_t launch_gpu_calls(mpccl_call_t *ops)
 {
 #ifdef MPCCL_HAVE_CUDA
-    for (mpccl_call_t *op = ops; op; op = op->next) {
-        mpccl_status_t st = mpccl_gpu_launch(op);
-        if (st != MPCCL_OK) {
-            fail_comm(op->comm, st);
-            return st;
-        }
+    mpccl_status_t st = MPCCL_OK;
+    int n = 0;
+    for (mpccl_call_t *op = ops; op; op = op->next) n++;
+    mpccl_call_t **p2p = calloc((size_t)n + 1, sizeof(*p2p));
+    char *done = calloc((size_t)n + 1, 1);
+    if (!p2p || !done) {
+        free(p2p);
+        free(done);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory launching a group of %d calls", n);
     }
+    int i = 0;
+    for (mpccl_call_t *first = ops; first && st == MPCCL_OK; first = first->next, i++) {
+        if (done[i]) continue;
+        ncclComm_t comm = first->comm;
+        int np = 0, j = i;
+        for (mpccl_call_t *op = first; op && st == MPCCL_OK; op = op->next, j++) {
+            if (op->comm != comm) continue;
+            done[j] = 1;
+            if (op->is_p2p) p2p[np++] = op;
+            else st = mpccl_gpu_launch(op);
+        }
+        /* Beyond one launch's buffer table the calls go in several launches. */
+        for (int k = 0; k < np && st == MPCCL_OK; k += MPCCL_ENGINE_MAX_BUFS - 3) {
+            int m = np - k < MPCCL_ENGINE_MAX_BUFS - 3 ? np - k : MPCCL_ENGINE_MAX_BUFS - 3;
+            st = mpccl_gpu_launch_p2p(p2p + k, m);
+        }
+        if (st != MPCCL_OK) fail_comm(comm, st);
+    }
+    free(p2p);
+    free(done);
+    return st;
 #else
     (void)ops;
-#endif
     return MPCCL_OK;
+#endif
 }
 
 static int is_gpu_call(const mpccl_call_t *op)

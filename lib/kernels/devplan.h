@@ -87,11 +87,15 @@ typedef struct mpccl_dev_comm {
     uint32_t *rx_seq;    /* [nranks][nctas] pieces received from each peer, ever */
 } mpccl_dev_comm_t;
 
+/* Buffers a launch can name: IN, OUT, TMP, then one per call of a grouped p2p
+ * launch (ids 3.. in call order). */
+#define MPCCL_ENGINE_MAX_BUFS 64
+
 /* What one launch needs (passed by value as the kernel argument). */
 typedef struct mpccl_engine_args {
     const mpccl_dev_comm_t *comm; /* device pointer */
     const mpccl_dev_plan_t *plan; /* device pointer */
-    void *buf[3];                 /* IN, OUT, TMP: device-accessible pointers */
+    void *buf[MPCCL_ENGINE_MAX_BUFS]; /* IN, OUT, TMP, p2p buffers: device-accessible */
     int32_t dtype;                /* ncclDataType_t */
     int32_t op;                   /* mpccl_op_t */
     uint64_t divisor;             /* STEP_DIVIDE */
