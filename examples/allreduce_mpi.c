@@ -13,7 +13,8 @@
 #include "mpccl_mpi.h"
 #include "nccl.h"
 
-#if defined(__has_include)
+/* MPCCL_NO_CUDA: built without CUDA even where CUDA headers exist. */
+#if defined(__has_include) && !defined(MPCCL_NO_CUDA)
 #if __has_include(<cuda_runtime.h>)
 #include <cuda_runtime.h>
 #define USE_CUDA 1

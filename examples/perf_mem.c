@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__has_include)
+/* MPCCL_NO_CUDA: built without CUDA even where CUDA headers exist. */
+#if defined(__has_include) && !defined(MPCCL_NO_CUDA)
 #if __has_include(<cuda_runtime.h>)
 #include <cuda_runtime.h>
 #define PERF_CUDA 1
