@@ -8,6 +8,22 @@
     ((sz) == 1 ? ((sign) ? ncclInt8 : ncclUint8) : (sz) == 4 ? ((sign) ? ncclInt32 : ncclUint32) \
      : (sz) == 8 ? ((sign) ? ncclInt64 : ncclUint64) : -1)
 
+/* Fortran's predefined types are separate handles; INTEGER and REAL follow the
+ * compiler's default kinds, so they map by their MPI size. */
+static int fortran_type(MPI_Datatype dt)
+{
+    int sz = 0;
+    if (dt == MPI_INTEGER || dt == MPI_INTEGER1 || dt == MPI_INTEGER4 || dt == MPI_INTEGER8) {
+        PMPI_Type_size(dt, &sz);
+        return INT_BY_SIZE(sz, 1);
+    }
+    if (dt == MPI_REAL || dt == MPI_DOUBLE_PRECISION || dt == MPI_REAL4 || dt == MPI_REAL8) {
+        PMPI_Type_size(dt, &sz);
+        return sz == 4 ? ncclFloat32 : sz == 8 ? ncclFloat64 : -1;
+    }
+    return -1;
+}
+
 int mpccl_shim_reduce_type(MPI_Datatype dt, ncclDataType_t *out)
 {
     int t = -1;
@@ -32,6 +48,7 @@ int mpccl_shim_reduce_type(MPI_Datatype dt, ncclDataType_t *out)
 #ifdef MPIX_BFLOAT16
     else if (dt == MPIX_BFLOAT16) t = ncclBfloat16;
 #endif
+    else t = fortran_type(dt);
     if (t < 0) return 0;
     *out = (ncclDataType_t)t;
     return 1;

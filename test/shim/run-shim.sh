@@ -1,0 +1,100 @@
+#!/bin/sh
+# Runs test_shim (and the Fortran programs when mpif90 is there) under mpirun
+# with libmpccl_shim.so preloaded (make check; doc/SHIM.md):
+#   1. transparent, np 1..4: results equal MPI's and every call went to MPI
+#   2. MPCCL_SHIM_HOST=1, np 1..4: host buffers count as GPU buffers, so every
+#      collective goes through mpccl's host path (counters checked by the
+#      program; the INFO summary at MPI_Finalize checked here)
+#   3. MPCCL_SHIM_AGREE=0 (uniformity rule instead of the agreement step)
+#   4. MPCCL_SHIM=0: everything to MPI
+#   5. Fortran (mpif.h and mpi_f08) through the host path
+# Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
+shim=$(cd "$top_builddir" && pwd)/.libs/libmpccl_shim.so
+prog=$top_builddir/test/shim/test_shim
+mpirun=${MPIRUN:-$(command -v mpirun 2>/dev/null)}
+if [ -z "$mpirun" ] || ! "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
+    echo "SKIP: needs Open MPI's mpirun (-x forwarding); set MPIRUN"
+    exit 77
+fi
+[ -f "$shim" ] || { echo "$0: $shim not built" >&2; exit 99; }
+[ -x "$prog" ] || { echo "$0: $prog not built" >&2; exit 99; }
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+limit=${MPCCL_SHIM_TEST_TIMEOUT:-300}
+timeout_cmd=
+command -v timeout >/dev/null 2>&1 && timeout_cmd="timeout -k 10 $limit"
+log=${TMPDIR:-/tmp}/shim-check.$$.log
+trap 'rm -f "$log"' EXIT
+status=0
+
+# run NP [VAR=VALUE...] -- PROGRAM ARGS: the shim goes to the ranks only
+# (-x LD_PRELOAD), never to mpirun itself.
+run() {
+    np=$1
+    shift
+    xs="-x LD_PRELOAD=$shim"
+    while [ "$1" != "--" ]; do xs="$xs -x $1"; shift; done
+    shift
+    echo "=== np $np: $xs $*" | sed "s|$shim|libmpccl_shim.so|"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    $timeout_cmd "$mpirun" -np "$np" --oversubscribe --bind-to none --mca btl ^openib \
+        --mca btl_vader_single_copy_mechanism none $xs "$@" >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    echo "=== exit $rc after $(( $(date +%s) - start )) s"
+    [ $rc -ne 0 ] && status=1
+    return $rc
+}
+
+# The INFO summary each rank logs at MPI_Finalize: COLL=mpccl/staged/mpi.
+summary_has_mpccl() {
+    grep "SHIM summary" "$log" | grep -q " $1=[1-9][0-9]*/" || {
+        echo "FAIL: no '$1' call went through mpccl according to the shim summary"
+        status=1
+    }
+}
+
+for np in 1 2 3 4; do
+    run $np -- "$prog" --quick --expect mpi
+done
+for np in 1 2 3 4; do
+    run $np MPCCL_SHIM_HOST=1 MPCCL_DEBUG=INFO MPCCL_DEBUG_SUBSYS=SHIM -- "$prog" --quick --expect route &&
+        summary_has_mpccl allreduce
+done
+run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_AGREE=0 -- "$prog" --quick --expect route
+run 2 MPCCL_SHIM=0 MPCCL_SHIM_HOST=1 -- "$prog" --quick --expect mpi
+
+# Fortran: built here (configure does not look for a Fortran compiler)
+fc=$(command -v mpif90 2>/dev/null)
+if [ -n "$fc" ]; then
+    for f in test_shim_f test_shim_f08; do
+        exe=$top_builddir/test/shim/$f
+        # mpif.h code passes buffers of every type to one routine: gfortran >= 10
+        # needs -fallow-argument-mismatch for that (older ones reject the flag)
+        flags=
+        [ $f = test_shim_f ] && echo "end" > "$exe.f90" &&
+            "$fc" -fallow-argument-mismatch -o "$exe.chk" "$exe.f90" >/dev/null 2>&1 &&
+            flags="-fallow-argument-mismatch -w"
+        rm -f "$exe.f90" "$exe.chk"
+        # shellcheck disable=SC2086
+        if ! "$fc" -O1 $flags -o "$exe" "$top_srcdir/test/shim/$f.f90"; then
+            echo "FAIL: $fc could not build $f.f90"
+            status=1
+            continue
+        fi
+        run 2 -- "$exe"
+        run 3 MPCCL_SHIM_HOST=1 MPCCL_DEBUG=INFO MPCCL_DEBUG_SUBSYS=SHIM -- "$exe" && {
+            for c in allreduce reduce bcast allgather reduce_scatter_block reduce_scatter alltoall gather scatter \
+                iallreduce; do
+                summary_has_mpccl $c
+            done
+        }
+        rm -f "$exe"
+    done
+else
+    echo "=== no mpif90: Fortran bindings not tested"
+fi
+exit $status

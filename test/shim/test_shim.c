@@ -1,0 +1,521 @@
+/* Every collective libmpccl_shim.so intercepts, checked against values computed
+ * here on the host, for every datatype/op the shim maps (and some it must not),
+ * MPI_IN_PLACE, every root, world/split/dup communicators and a freed dup.
+ *
+ *   test_shim [--gpu] [--expect none|mpi|route] [--quick]
+ *
+ * --gpu       buffers from cudaMalloc (exit 77 without a usable GPU)
+ * --expect    what the shim's counters (mpcclShimCount, found with dlsym) must
+ *             show at the end: none = no shim loaded; mpi = shim loaded and
+ *             transparent (everything passed to MPI); route = every collective
+ *             went through mpccl at least once and the ineligible cases were
+ *             staged (MPCCL_SHIM_HOST=1 on host buffers, or --gpu)
+ * --quick     fewer datatypes on the secondary communicators
+ * Seed: MPCCL_TEST_SEED (default 20261121), printed by rank 0. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if __has_include(<cuda_runtime.h>)
+#include <cuda_runtime.h>
+#define HAVE_CUDA_RT 1
+#endif
+
+static int use_gpu, quick, failures, world_rank;
+static unsigned long long seed = 20261121ULL;
+
+#define FAIL(...)                                                                 \
+    do {                                                                          \
+        if (failures++ < 20) {                                                    \
+            fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fputc('\n', stderr);                                                  \
+        }                                                                         \
+    } while (0)
+#define MPI_OK(call)                                                              \
+    do {                                                                          \
+        int rc_ = (call);                                                         \
+        if (rc_ != MPI_SUCCESS) FAIL("%s returned %d", #call, rc_);               \
+    } while (0)
+
+/* ---- buffers: host or device, filled and read through host copies ---- */
+static void *dbuf(size_t bytes)
+{
+    void *p = NULL;
+    if (bytes == 0) bytes = 1;
+#ifdef HAVE_CUDA_RT
+    if (use_gpu) {
+        if (cudaMalloc(&p, bytes) != cudaSuccess) p = NULL;
+    } else
+#endif
+        p = malloc(bytes);
+    if (p == NULL) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return p;
+}
+
+static void dfree(void *p)
+{
+#ifdef HAVE_CUDA_RT
+    if (use_gpu) {
+        cudaFree(p);
+        return;
+    }
+#endif
+    free(p);
+}
+
+static void put(void *d, const void *h, size_t bytes)
+{
+#ifdef HAVE_CUDA_RT
+    if (use_gpu) {
+        cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+        return;
+    }
+#endif
+    memcpy(d, h, bytes);
+}
+
+static void get(void *h, const void *d, size_t bytes)
+{
+#ifdef HAVE_CUDA_RT
+    if (use_gpu) {
+        cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost);
+        return;
+    }
+#endif
+    memcpy(h, d, bytes);
+}
+
+/* ---- deterministic data ---- */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t h4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+    return mix(seed ^ mix(a ^ mix(b ^ mix(c ^ mix(d)))));
+}
+
+/* ---- reduction types ---- */
+enum { K_S, K_U, K_F };
+typedef struct {
+    MPI_Datatype dt;
+    const char *name;
+    int kind, size, mapped; /* mapped: the shim sends it through mpccl */
+} tdesc_t;
+
+static tdesc_t types[32];
+static int ntypes;
+
+static void add_type(MPI_Datatype dt, const char *name, int kind, int mapped)
+{
+    int sz;
+    MPI_Type_size(dt, &sz);
+    types[ntypes++] = (tdesc_t){dt, name, kind, sz, mapped};
+}
+
+static void init_types(void)
+{
+    add_type(MPI_FLOAT, "float", K_F, 1);
+    add_type(MPI_DOUBLE, "double", K_F, 1);
+    add_type(MPI_INT, "int", K_S, 1);
+    add_type(MPI_UNSIGNED, "unsigned", K_U, 1);
+    add_type(MPI_LONG, "long", K_S, 1);
+    add_type(MPI_UNSIGNED_LONG, "unsigned long", K_U, 1);
+    add_type(MPI_LONG_LONG, "long long", K_S, 1);
+    add_type(MPI_UNSIGNED_LONG_LONG, "unsigned long long", K_U, 1);
+    add_type(MPI_INT8_T, "int8", K_S, 1);
+    add_type(MPI_UINT8_T, "uint8", K_U, 1);
+    add_type(MPI_INT32_T, "int32", K_S, 1);
+    add_type(MPI_UINT32_T, "uint32", K_U, 1);
+    add_type(MPI_INT64_T, "int64", K_S, 1);
+    add_type(MPI_UINT64_T, "uint64", K_U, 1);
+    add_type(MPI_CHAR, "char", (char)-1 < 0 ? K_S : K_U, 1);
+    add_type(MPI_SIGNED_CHAR, "signed char", K_S, 1);
+    add_type(MPI_UNSIGNED_CHAR, "unsigned char", K_U, 1);
+    add_type(MPI_BYTE, "byte", K_U, 1);
+    add_type(MPI_INTEGER, "Fortran integer", K_S, 1);
+    add_type(MPI_DOUBLE_PRECISION, "Fortran double precision", K_F, 1);
+    add_type(MPI_SHORT, "short", K_S, 0); /* no 16-bit integers in mpccl: staged */
+    add_type(MPI_INT16_T, "int16", K_S, 0);
+}
+
+static void store(void *b, size_t i, const tdesc_t *t, double v)
+{
+    char *p = (char *)b + i * (size_t)t->size;
+    if (t->kind == K_F) {
+        if (t->size == 4) { float f = (float)v; memcpy(p, &f, 4); }
+        else memcpy(p, &v, 8);
+        return;
+    }
+    long long x = (long long)v;
+    switch (t->size) {
+    case 1: { int8_t y = (int8_t)x; memcpy(p, &y, 1); break; }
+    case 2: { int16_t y = (int16_t)x; memcpy(p, &y, 2); break; }
+    case 4: { int32_t y = (int32_t)x; memcpy(p, &y, 4); break; }
+    default: memcpy(p, &x, 8); break;
+    }
+}
+
+typedef struct {
+    MPI_Op op;
+    const char *name;
+    int mapped;
+} odesc_t;
+static const odesc_t ops[] = {{MPI_SUM, "sum", 1}, {MPI_PROD, "prod", 1}, {MPI_MAX, "max", 1},
+                              {MPI_MIN, "min", 1}, {MPI_BAND, "band", 0}};
+
+/* Small integers: sums, products and extremes of up to 8 ranks fit every type. */
+static double value(int r, size_t i, int salt, const tdesc_t *t, int op)
+{
+    uint64_t h = h4((uint64_t)r, i, (uint64_t)salt, (uint64_t)op);
+    int s = t->kind != K_U;
+    switch (op) {
+    case 0: return s ? (double)(int)(h % 31) - 15 : (double)(h % 31);
+    case 1: return s ? (double)((int[]){-1, 1, 2}[h % 3]) : (double)(1 + h % 2);
+    case 4: return (double)(h & 0x7f);
+    default: return s ? (double)(int)(h % 201) - 100 : (double)(h % 201);
+    }
+}
+
+static double combine(int op, double a, double b)
+{
+    switch (op) {
+    case 0: return a + b;
+    case 1: return a * b;
+    case 2: return a > b ? a : b;
+    case 3: return a < b ? a : b;
+    default: return (double)((long long)a & (long long)b);
+    }
+}
+
+/* Fills rank r's input of n elements (element offset `first` in the global
+ * numbering the reference uses). */
+static void fill(void *h, size_t n, size_t first, int r, int salt, const tdesc_t *t, int op)
+{
+    for (size_t i = 0; i < n; i++) store(h, i, t, value(r, first + i, salt, t, op));
+}
+
+/* Expected reduction of global element i over the ranks of size n. */
+static void expect(void *h, size_t idx, size_t i, int n, int salt, const tdesc_t *t, int op)
+{
+    double acc = value(0, i, salt, t, op);
+    for (int r = 1; r < n; r++) acc = combine(op, acc, value(r, i, salt, t, op));
+    store(h, idx, t, acc);
+}
+
+static int salt_next;
+
+/* ---- reductions ---- */
+typedef enum { R_ALLREDUCE, R_IALLREDUCE, R_REDUCE, R_RSB, R_RS } red_t;
+static const char *const red_names[] = {"Allreduce", "Iallreduce", "Reduce", "Reduce_scatter_block",
+                                        "Reduce_scatter"};
+
+static void check_reduction(MPI_Comm comm, red_t kind, const tdesc_t *t, int op, int count, int inplace, int root)
+{
+    int me, n, salt = ++salt_next;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    int *counts = malloc(sizeof(int) * (size_t)n);
+    size_t total = 0, mine, before = 0;
+    for (int r = 0; r < n; r++) {
+        /* Reduce_scatter gets unequal blocks (one may be empty) half the time */
+        counts[r] = (kind == R_RS && salt % 2) ? (int)(h4(9, (uint64_t)salt, (uint64_t)r, 0) % (uint64_t)(count + 1))
+                                               : count;
+        if (r < me) before += (size_t)counts[r];
+        total += (size_t)counts[r];
+    }
+    int scattering = kind == R_RSB || kind == R_RS;
+    size_t in_n = scattering ? total : (size_t)count;
+    mine = scattering ? (size_t)counts[me] : (size_t)count;
+    size_t es = (size_t)t->size, out_n = (inplace && scattering) ? total : mine;
+    char *hin = malloc(in_n * es + 1), *hout = malloc(out_n * es + 1), *want = malloc(mine * es + 1);
+    void *din = dbuf(in_n * es), *dout = dbuf(out_n * es);
+    fill(hin, in_n, 0, me, salt, t, op);
+    memset(hout, 0x5a, out_n * es);
+    put(inplace ? dout : din, hin, in_n * es);
+    if (!inplace) put(dout, hout, out_n * es);
+    const void *sb = inplace ? MPI_IN_PLACE : din;
+    int is_root = kind != R_REDUCE || me == root;
+    if (kind == R_REDUCE && inplace && !is_root) sb = din, put(din, hin, in_n * es); /* only the root may be in place */
+    switch (kind) {
+    case R_ALLREDUCE: MPI_OK(MPI_Allreduce(sb, dout, count, t->dt, ops[op].op, comm)); break;
+    case R_IALLREDUCE: {
+        MPI_Request req;
+        MPI_OK(MPI_Iallreduce(sb, dout, count, t->dt, ops[op].op, comm, &req));
+        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        break;
+    }
+    case R_REDUCE: MPI_OK(MPI_Reduce(sb, is_root ? dout : NULL, count, t->dt, ops[op].op, root, comm)); break;
+    case R_RSB: MPI_OK(MPI_Reduce_scatter_block(sb, dout, count, t->dt, ops[op].op, comm)); break;
+    case R_RS: MPI_OK(MPI_Reduce_scatter(sb, dout, counts, t->dt, ops[op].op, comm)); break;
+    }
+    if (is_root) {
+        get(hout, dout, mine * es);
+        for (size_t i = 0; i < mine; i++) expect(want, i, (scattering ? before : 0) + i, n, salt, t, op);
+        for (size_t i = 0; i < mine; i++)
+            if (memcmp(hout + i * es, want + i * es, es)) {
+                FAIL("%s %s %s count %d%s root %d on %d ranks: element %zu differs", red_names[kind], t->name,
+                     ops[op].name, count, inplace ? " in place" : "", root, n, i);
+                break;
+            }
+    }
+    dfree(din), dfree(dout);
+    free(hin), free(hout), free(want), free(counts);
+}
+
+/* ---- data movement: byte patterns per (source rank, byte) ---- */
+static unsigned char pat(int r, size_t j, int salt)
+{
+    return (unsigned char)(h4(7, (uint64_t)r, j, (uint64_t)salt) & 0xff);
+}
+
+typedef enum { M_BCAST, M_IBCAST, M_ALLGATHER, M_IALLGATHER, M_ALLTOALL, M_GATHER, M_SCATTER } mv_t;
+static const char *const mv_names[] = {"Bcast", "Ibcast", "Allgather", "Iallgather", "Alltoall", "Gather",
+                                       "Scatter"};
+
+/* A block of `bytes` per rank, described to MPI as scount x st / rcount x rt. */
+static void check_move(MPI_Comm comm, mv_t kind, MPI_Datatype st, int scount, MPI_Datatype rt, int rcount,
+                       size_t bytes, int inplace, int root, const char *tname)
+{
+    int me, n, salt = ++salt_next;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    size_t nn = (size_t)n, sbytes = (kind == M_ALLTOALL || kind == M_SCATTER) ? bytes * nn : bytes;
+    size_t rbytes = (kind == M_BCAST || kind == M_IBCAST || kind == M_SCATTER) ? bytes : bytes * nn;
+    unsigned char *hs = malloc(sbytes + 1), *hr = malloc(rbytes + 1);
+    void *ds = dbuf(sbytes), *dr = dbuf(rbytes);
+    /* block j of a sender holds pat(sender, j * bytes + k): alltoall sends block j to rank j */
+    for (size_t k = 0; k < sbytes; k++) hs[k] = pat(me, k, salt);
+    memset(hr, 0xee, rbytes);
+    if (kind == M_BCAST || kind == M_IBCAST) {
+        if (me == root) memcpy(hr, hs, bytes);
+    } else if (inplace) {
+        /* MPI_IN_PLACE: our own contribution already sits in the receive buffer */
+        if (kind == M_ALLGATHER || kind == M_IALLGATHER || (kind == M_GATHER && me == root))
+            memcpy(hr + (size_t)me * bytes, hs, bytes);
+        if (kind == M_ALLTOALL) memcpy(hr, hs, rbytes);
+    }
+    put(ds, hs, sbytes);
+    put(dr, hr, rbytes);
+    const void *sb = ds;
+    void *rb = dr;
+    if (inplace && kind != M_SCATTER && (kind != M_GATHER || me == root)) sb = MPI_IN_PLACE;
+    if (inplace && kind == M_SCATTER && me == root) rb = MPI_IN_PLACE;
+    MPI_Request req;
+    switch (kind) {
+    case M_BCAST: MPI_OK(MPI_Bcast(dr, rcount, rt, root, comm)); break;
+    case M_IBCAST:
+        MPI_OK(MPI_Ibcast(dr, rcount, rt, root, comm, &req));
+        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        break;
+    case M_ALLGATHER: MPI_OK(MPI_Allgather(sb, scount, st, rb, rcount, rt, comm)); break;
+    case M_IALLGATHER:
+        MPI_OK(MPI_Iallgather(sb, scount, st, rb, rcount, rt, comm, &req));
+        MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        break;
+    case M_ALLTOALL: MPI_OK(MPI_Alltoall(sb, scount, st, rb, rcount, rt, comm)); break;
+    case M_GATHER: MPI_OK(MPI_Gather(sb, scount, st, me == root ? rb : NULL, rcount, rt, root, comm)); break;
+    case M_SCATTER: MPI_OK(MPI_Scatter(me == root ? sb : NULL, scount, st, rb, rcount, rt, root, comm)); break;
+    }
+    get(hr, dr, rbytes);
+    int checked = !(kind == M_GATHER && me != root) && !(kind == M_SCATTER && me == root && inplace);
+    for (size_t k = 0; checked && k < rbytes; k++) {
+        size_t blk = k / (bytes ? bytes : 1), off = k % (bytes ? bytes : 1);
+        unsigned char w;
+        switch (kind) {
+        case M_BCAST: case M_IBCAST: w = pat(root, k, salt); break;
+        case M_ALLTOALL: w = pat((int)blk, (size_t)me * bytes + off, salt); break;
+        case M_SCATTER: w = pat(root, (size_t)me * bytes + k, salt); break;
+        default: w = pat((int)blk, off, salt); break;
+        }
+        if (hr[k] != w) {
+            FAIL("%s %s block %zu bytes%s root %d on %d ranks: byte %zu is %02x, expected %02x", mv_names[kind],
+                 tname, bytes, inplace ? " in place" : "", root, n, k, hr[k], w);
+            break;
+        }
+    }
+    dfree(ds), dfree(dr);
+    free(hs), free(hr);
+}
+
+/* Bcast of a vector type: MPI's business (staged); the holes must survive. */
+static void check_vector_bcast(MPI_Comm comm, int root)
+{
+    int me, n, salt = ++salt_next, cnt = 5;
+    MPI_Datatype vec;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    MPI_Type_vector(2, 1, 2, MPI_INT, &vec); /* ints 0 and 2 of every 3 */
+    MPI_Type_commit(&vec);
+    size_t nint = 3 * (size_t)cnt;
+    int *h = malloc(nint * sizeof(int)), *want = malloc(nint * sizeof(int));
+    for (size_t i = 0; i < nint; i++) {
+        int used = (i % 3) != 1;
+        want[i] = used ? (int)pat(root, i, salt) : -(int)i - 1;
+        h[i] = (me == root || !used) ? want[i] : 77;
+    }
+    int *d = dbuf(nint * sizeof(int));
+    put(d, h, nint * sizeof(int));
+    MPI_OK(MPI_Bcast(d, cnt, vec, root, comm));
+    get(h, d, nint * sizeof(int));
+    for (size_t i = 0; i < nint; i++)
+        if (h[i] != want[i]) {
+            FAIL("Bcast vector type root %d on %d ranks: int %zu is %d, expected %d", root, n, i, h[i], want[i]);
+            break;
+        }
+    dfree(d);
+    free(h), free(want);
+    MPI_Type_free(&vec);
+}
+
+static void battery(MPI_Comm comm, int full)
+{
+    int n, me;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    int big = 1 + (int)(h4(3, (uint64_t)n, (uint64_t)full, 0) % 700);
+    /* every type x op on the first communicator; a rotating subset elsewhere */
+    for (int ti = 0; ti < ntypes; ti++) {
+        if (!full && ti % 4 != salt_next % 4) continue;
+        for (int op = 0; op < 5; op++) {
+            if (op == 4 && types[ti].kind == K_F) continue; /* MPI_BAND needs integers */
+            for (int ip = 0; ip < 2; ip++) {
+                int count = (op + ip) % 3 == 0 ? 1 : big;
+                check_reduction(comm, R_ALLREDUCE, &types[ti], op, count, ip, 0);
+                check_reduction(comm, R_REDUCE, &types[ti], op, count, ip, (op + ti) % n);
+                check_reduction(comm, R_RSB, &types[ti], op, count, ip, 0);
+                check_reduction(comm, R_RS, &types[ti], op, count, ip, 0);
+                if (ip == 0) check_reduction(comm, R_IALLREDUCE, &types[ti], op, count, 0, 0);
+            }
+        }
+    }
+    check_reduction(comm, R_ALLREDUCE, &types[0], 0, 0, 0, 0); /* count 0 */
+    /* data movement: odd byte counts, 4- and 8-byte elements, a 12-byte derived
+     * type, and send/recv types that differ but carry the same bytes */
+    MPI_Datatype c3;
+    MPI_Type_contiguous(3, MPI_INT, &c3);
+    MPI_Type_commit(&c3);
+    struct { MPI_Datatype st; int sc; MPI_Datatype rt; int rc; size_t bytes; const char *name; } mv[] = {
+        {MPI_BYTE, 13, MPI_BYTE, 13, 13, "13 x byte"},
+        {MPI_INT, big, MPI_INT, big, (size_t)big * 4, "int"},
+        {MPI_DOUBLE, 5, MPI_DOUBLE, 5, 40, "5 x double"},
+        {c3, 2, c3, 2, 24, "2 x contiguous(3 int)"},
+        {MPI_INT, 6, c3, 2, 24, "6 int -> 2 x contiguous(3 int)"},
+    };
+    for (size_t v = 0; v < sizeof(mv) / sizeof(mv[0]); v++) {
+        for (int ip = 0; ip < 2; ip++) {
+            int root = (int)(v + (size_t)ip) % n;
+            if (ip == 0) {
+                check_move(comm, M_BCAST, mv[v].rt, mv[v].rc, mv[v].rt, mv[v].rc, mv[v].bytes, 0, root, mv[v].name);
+                check_move(comm, M_IBCAST, mv[v].rt, mv[v].rc, mv[v].rt, mv[v].rc, mv[v].bytes, 0, root, mv[v].name);
+                check_move(comm, M_IALLGATHER, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, 0, 0, mv[v].name);
+            }
+            check_move(comm, M_ALLGATHER, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, 0, mv[v].name);
+            check_move(comm, M_ALLTOALL, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, 0, mv[v].name);
+            check_move(comm, M_GATHER, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, root, mv[v].name);
+            check_move(comm, M_SCATTER, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, root, mv[v].name);
+        }
+    }
+    for (int root = 0; root < n; root++) check_vector_bcast(comm, root);
+    MPI_Type_free(&c3);
+}
+
+typedef long long (*count_fn_t)(const char *, const char *);
+
+static void check_counters(const char *mode)
+{
+    static const char *const colls[] = {"allreduce", "reduce", "bcast", "allgather", "reduce_scatter_block",
+                                        "reduce_scatter", "alltoall", "gather", "scatter", "iallreduce", "ibcast",
+                                        "iallgather"};
+    count_fn_t count = (count_fn_t)(uintptr_t)dlsym(RTLD_DEFAULT, "mpcclShimCount");
+    if (!strcmp(mode, "none")) {
+        if (count) FAIL("--expect none, but libmpccl_shim.so is loaded");
+        return;
+    }
+    if (count == NULL) {
+        FAIL("--expect %s: libmpccl_shim.so is not loaded (LD_PRELOAD it)", mode);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++) {
+        long long m = count(colls[i], "mpi"), r = count(colls[i], "mpccl"), s = count(colls[i], "staged");
+        if (world_rank == 0) printf("shim counters %-20s mpccl %6lld staged %6lld mpi %6lld\n", colls[i], r, s, m);
+        if (!strcmp(mode, "mpi") && (r != 0 || s != 0 || m == 0))
+            FAIL("%s: transparent mode must pass every call to MPI (mpccl %lld, staged %lld, mpi %lld)", colls[i], r, s,
+                 m);
+        if (!strcmp(mode, "route") && r == 0) FAIL("%s: no call went through mpccl", colls[i]);
+    }
+    if (!strcmp(mode, "route")) {
+        /* MPI_BAND and MPI_SHORT reductions, vector types: MPI on staged copies */
+        if (count("allreduce", "staged") == 0) FAIL("allreduce: the ineligible cases were not staged");
+        if (count("bcast", "staged") == 0) FAIL("bcast: the vector type was not staged");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = "none";
+    int nworld;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nworld);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--gpu")) use_gpu = 1;
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--expect") && i + 1 < argc) mode = argv[++i];
+        else {
+            if (world_rank == 0) fprintf(stderr, "usage: %s [--gpu] [--expect none|mpi|route] [--quick]\n", argv[0]);
+            MPI_Finalize();
+            return 99;
+        }
+    }
+    if (getenv("MPCCL_TEST_SEED")) seed = strtoull(getenv("MPCCL_TEST_SEED"), NULL, 0);
+    if (use_gpu) {
+        int ndev = 0;
+#ifdef HAVE_CUDA_RT
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
+        if (ndev > 0) cudaSetDevice(world_rank % ndev);
+#endif
+        if (ndev == 0) {
+            if (world_rank == 0) printf("SKIP: --gpu needs a CUDA build and a GPU\n");
+            MPI_Finalize();
+            return 77;
+        }
+    }
+    init_types();
+    if (world_rank == 0)
+        printf("test_shim: %d ranks, %s buffers, expect %s, seed %llu (MPCCL_TEST_SEED)\n", nworld,
+               use_gpu ? "device" : "host", mode, seed);
+
+    battery(MPI_COMM_WORLD, 1);
+    /* split: two halves with reversed rank order */
+    MPI_Comm half, dup;
+    MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, -world_rank, &half);
+    battery(half, !quick);
+    /* a dup, used, freed (its mpccl communicator goes with it), and a new one */
+    for (int round = 0; round < 2; round++) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        battery(dup, 0);
+        MPI_Comm_free(&dup);
+    }
+    battery(MPI_COMM_WORLD, 0); /* the world's cached communicator still works */
+    MPI_Comm_free(&half);
+
+    check_counters(mode);
+    int all = 0;
+    MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (world_rank == 0) printf("test_shim: %s (%d failures)\n", all ? "FAILED" : "passed", all);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
