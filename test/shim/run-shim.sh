@@ -22,6 +22,9 @@ fi
 [ -x "$prog" ] || { echo "$0: $prog not built" >&2; exit 99; }
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+# oversubscribed ranks must yield, or polling ranks starve each other
+OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
+export OMPI_MCA_mpi_yield_when_idle
 limit=${MPCCL_SHIM_TEST_TIMEOUT:-300}
 timeout_cmd=
 command -v timeout >/dev/null 2>&1 && timeout_cmd="timeout -k 10 $limit"
@@ -61,7 +64,7 @@ for np in 1 2 3 4; do
     run $np -- "$prog" --quick --expect mpi
 done
 for np in 1 2 3 4; do
-    run $np MPCCL_SHIM_HOST=1 MPCCL_DEBUG=INFO MPCCL_DEBUG_SUBSYS=SHIM -- "$prog" --quick --expect route &&
+    run $np MPCCL_SHIM_HOST=1 MPCCL_DEBUG=INFO MPCCL_DEBUG_SUBSYS=SHIM -- "$prog" --expect route &&
         summary_has_mpccl allreduce
 done
 run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_AGREE=0 -- "$prog" --quick --expect route
