@@ -20,9 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* MPCCL_NO_CUDA: built without CUDA even where CUDA headers exist. */
+#if defined(__has_include) && !defined(MPCCL_NO_CUDA)
 #if __has_include(<cuda_runtime.h>)
 #include <cuda_runtime.h>
 #define HAVE_CUDA_RT 1
+#endif
 #endif
 
 static int use_gpu, quick, failures, world_rank;
