@@ -15,9 +15,9 @@ typedef struct mpccl_task {
     ncclDataType_t dt;
     mpccl_op_t op;
     unsigned char scalar[8]; /* one element of dt for STEP_SCALE / prescale */
+    uint64_t divisor;        /* STEP_DIVIDE */
     const void *scalar_dev;  /* GPU: a device-resident PreMulSum scalar, read by the
                               * prescale kernel when it runs (then scalar is unused) */
-    uint64_t divisor;        /* STEP_DIVIDE */
 } mpccl_task_t;
 
 typedef struct mpccl_exec mpccl_exec_t;

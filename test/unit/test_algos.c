@@ -287,10 +287,10 @@ static int run_case(const tcase_t *c, char *err, size_t len)
                     goto out;
                 }
                 tasks[ntasks] = (mpccl_task_t){&rb[r].sched, rb[r].in, p2p ? NULL : rb[r].out, c->dt, c->op, {0},
-                                               (uint64_t)n};
+                                               (uint64_t)n, NULL};
             } else {
                 rb[r].sched2 = s;
-                tasks[ntasks] = (mpccl_task_t){&rb[r].sched2, NULL, rb[r].out, c->dt, c->op, {0}, (uint64_t)n};
+                tasks[ntasks] = (mpccl_task_t){&rb[r].sched2, NULL, rb[r].out, c->dt, c->op, {0}, (uint64_t)n, NULL};
             }
             mpccl_dtype_from_double(c->dt, c->scalar, tasks[ntasks].scalar);
             ranks[ntasks++] = r;
@@ -432,7 +432,7 @@ START_TEST(engine_consecutive_tasks)
             ck_assert_int_eq(mpccl_plan(&t, &d, &p, &sched[r][k]), MPCCL_OK);
             for (int i = 0; i < COUNT; i++) in[r][k][i] = (int32_t)(rnd() % 1000), out[r][k][i] = -1;
             /* Interleaved by rank so that starts of different ranks mix. */
-            tasks[k * N + r] = (mpccl_task_t){&sched[r][k], in[r][k], out[r][k], ncclInt32, MPCCL_OP_SUM, {0}, N};
+            tasks[k * N + r] = (mpccl_task_t){&sched[r][k], in[r][k], out[r][k], ncclInt32, MPCCL_OP_SUM, {0}, N, NULL};
             ranks[k * N + r] = r;
         }
     ck_assert_msg(sim_run(w, tasks, ranks, N * K, msg, sizeof(msg)) == MPCCL_OK, "%s", msg);
@@ -466,7 +466,7 @@ START_TEST(engine_error_stops_task)
             mpccl_coll_desc_t d = {MPCCL_COLL_ALLREDUCE, COUNT, ncclFloat32, MPCCL_OP_SUM, 0, 0, 0, 0};
             ck_assert_int_eq(mpccl_plan(&t, &d, &p, &sched[r]), MPCCL_OK);
             for (int i = 0; i < COUNT; i++) in[r][i] = 1.0f;
-            tasks[r] = (mpccl_task_t){&sched[r], in[r], out[r], ncclFloat32, MPCCL_OP_SUM, {0}, N};
+            tasks[r] = (mpccl_task_t){&sched[r], in[r], out[r], ncclFloat32, MPCCL_OP_SUM, {0}, N, NULL};
             ranks[r] = r;
         }
         sim_fail_send(w, fail_at);
@@ -487,7 +487,7 @@ START_TEST(engine_rejects_missing_buffers)
     float in[10];
     uint64_t seqs[6] = {0};
     ck_assert_int_eq(mpccl_plan(&t, &d, &p, &s), MPCCL_OK);
-    mpccl_task_t task = {&s, in, NULL, ncclFloat32, MPCCL_OP_SUM, {0}, 3}; /* root without output */
+    mpccl_task_t task = {&s, in, NULL, ncclFloat32, MPCCL_OP_SUM, {0}, 3, NULL}; /* root without output */
     mpccl_exec_t *ex = NULL;
     sim_world_t *w = sim_create(3, seed);
     ck_assert_int_eq(mpccl_exec_start(&task, sim_transport(w, 0), 0, seqs, seqs + 3, &ex), MPCCL_ERR_ARG);
