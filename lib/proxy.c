@@ -12,12 +12,7 @@
 #include "proxy.h"
 
 #ifndef MPCCL_REQ_HAS_BYTES
-/* The receive side must learn each piece's length from the transport. */
-#define PROXY_RECV_BYTES(r) ((void)(r), (size_t)0)
-#define PROXY_HAVE_RECV_BYTES 0
-#else
-#define PROXY_RECV_BYTES(r) ((r)->bytes)
-#define PROXY_HAVE_RECV_BYTES 1
+#error "the proxy needs the received length of each piece (mpccl_req_t.bytes) for rx_len"
 #endif
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
@@ -204,7 +199,7 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         mpccl_req_t *r = &pe->rx_req[i];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
-        pe->rx_len[i] = (uint32_t)PROXY_RECV_BYTES(r);
+        pe->rx_len[i] = (uint32_t)r->bytes;
         __atomic_thread_fence(__ATOMIC_SEQ_CST); /* data and len before ready */
         pe->rx_ready[i] = p + 1;
         c->rx_pub++;
@@ -403,9 +398,6 @@ static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, con
                           "multiple of 16", slot_bytes);
     if (is_remote[rank])
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d marked remote to itself", rank);
-    if (!PROXY_HAVE_RECV_BYTES)
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: the transport does not report received "
-                          "lengths (mpccl_req_t.bytes), which the proxy needs for rx_len");
     return MPCCL_OK;
 }
 
@@ -545,11 +537,16 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
         free_pc(pc);
         return;
     }
-    pthread_mutex_lock(&P.life);
+    /* Not under life: communicators detaching at once wait side by side. */
     pthread_mutex_lock(&P.lock);
     __atomic_store_n(&pc->detach_req, force ? DETACH_FORCE : DETACH_FLUSH, __ATOMIC_RELEASE);
     while (!pc->detached) pthread_cond_wait(&P.cv, &P.lock);
-    int last = P.list == NULL;
+    pthread_mutex_unlock(&P.lock);
+    free_pc(pc);
+    /* The last one out stops the thread, unless an attach came in between. */
+    pthread_mutex_lock(&P.life);
+    pthread_mutex_lock(&P.lock);
+    int last = P.running && P.list == NULL;
     if (last) {
         P.stop = 1;
         __atomic_add_fetch(&P.gen, 1, __ATOMIC_ACQ_REL);
@@ -560,7 +557,6 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
         P.running = 0;
     }
     pthread_mutex_unlock(&P.life);
-    free_pc(pc);
 }
 
 mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc)
