@@ -50,6 +50,10 @@ static mpccl_setting_t settings[] = {
     {"GPU_SLOT_BYTES", NULL, "64K", "bytes per mailbox slot and CTA of the GPU message protocol", NULL, NULL},
     {"P2P_DISABLE", "NCCL_P2P_DISABLE", "0", "1: GPUs of one node talk through host memory instead of P2P/NVLink",
      NULL, NULL},
+    {"PROXY_SPIN_US", NULL, "20", "microseconds the GPU proxy thread polls busily after the last activity", NULL,
+     NULL},
+    {"PROXY_YIELD_US", NULL, "500", "then microseconds it polls with sched_yield", NULL, NULL},
+    {"PROXY_SLEEP_US", NULL, "100", "then its longest sleep between polls (doubling from 1 us)", NULL, NULL},
     {"OP_TIMEOUT", NULL, "0",
      "seconds a host collective may wait for peers before failing with ncclRemoteError (0: forever)",
      NULL, NULL},
@@ -185,8 +189,9 @@ int64_t mpccl_config_int(const char *name)
 
 void mpccl_config_check_environment(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, warn_unknown_variables);
+    /* Not pthread_once: the warnings it logs come back here through the logger. */
+    static int checked;
+    if (__atomic_exchange_n(&checked, 1, __ATOMIC_ACQ_REL) == 0) warn_unknown_variables();
 }
 
 void mpccl_config_print(FILE *out)

@@ -79,25 +79,21 @@ static struct {
 
 /* MPCCL_PROXY_SPIN_US (busy polling after the last activity), MPCCL_PROXY_YIELD_US
  * (then sched_yield polling), MPCCL_PROXY_SLEEP_US (then sleeps doubling from
- * 1 us up to this).  Read here until they join lib/config.c's table. */
+ * 1 us up to this): lib/config.c. */
 typedef struct proxy_settings {
     int64_t spin_ns, yield_ns, sleep_ns;
 } proxy_settings_t;
 
-static int64_t env_us(const char *name, int64_t def)
+static int64_t setting_us(const char *name, int64_t def)
 {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0') return def;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    return (*end == '\0' && x >= 0 && x <= 1000000) ? (int64_t)x : def;
+    int64_t x = mpccl_config_int(name);
+    return (x >= 0 && x <= 1000000) ? x : def;
 }
 
 static proxy_settings_t settings(void)
 {
-    proxy_settings_t s = {env_us("MPCCL_PROXY_SPIN_US", 20) * 1000,
-                          env_us("MPCCL_PROXY_YIELD_US", 500) * 1000,
-                          env_us("MPCCL_PROXY_SLEEP_US", 100) * 1000};
+    proxy_settings_t s = {setting_us("PROXY_SPIN_US", 20) * 1000, setting_us("PROXY_YIELD_US", 500) * 1000,
+                          setting_us("PROXY_SLEEP_US", 100) * 1000};
     return s;
 }
 

@@ -257,6 +257,10 @@ static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, vo
     ucp_request_param_t prm;
     set_params(tp, &prm, req, peer, tag, bytes, 1);
     prm.cb.recv = recv_cb;
+    /* UCX reports the received length only to the callback (an immediate
+     * completion leaves recv_info unfilled): always complete through it. */
+    prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    req->bytes = 0;
     ucs_status_ptr_t sp = ucp_tag_recv_nbx(tp->worker, buf, bytes, tag, (ucp_tag_t)-1, &prm);
     track(tp, sp, req, peer, tag, bytes, 1);
     return MPCCL_OK;
