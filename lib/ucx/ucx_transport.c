@@ -95,8 +95,18 @@ static void peer_failed(mpccl_ucx_tp_t *tp, int peer, ucs_status_t st)
     if (p->failed) return;
     p->failed = 1;
     tp->failures_pending = 1;
-    mpccl_fail(MPCCL_ERR_REMOTE, "UCX connection from rank %d to rank %d failed: %s",
-               tp->pub.rank, peer, ucs_status_string(st));
+    /* A peer that destroyed its communicator first looks the same as one that
+     * died; only a failure that strands a request here is an error (the request
+     * reports it), the rest is a normal teardown. */
+    int stranded = 0;
+    for (mpccl_ucx_op_t *op = tp->inflight.next; op != &tp->inflight && !stranded; op = op->next)
+        stranded = op->peer == peer;
+    if (stranded)
+        mpccl_fail(MPCCL_ERR_REMOTE, "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank, peer,
+                   ucs_status_string(st));
+    else
+        MPCCL_INFO(MPCCL_SUB_NET, "UCX connection from rank %d to rank %d closed: %s (nothing in flight)",
+                   tp->pub.rank, peer, ucs_status_string(st));
 }
 
 static mpccl_status_t map_status(mpccl_ucx_tp_t *tp, int peer, uint64_t tag, size_t bytes,
@@ -228,7 +238,9 @@ static mpccl_status_t ucx_isend(mpccl_transport_t *t, int peer, uint64_t tag, co
     mpccl_ucx_tp_t *tp = t->impl;
     MPCCL_CHECK(check_peer(tp, peer, req));
     if (tp->peers[peer].failed) {
-        finish(req, MPCCL_ERR_REMOTE);
+        finish(req, mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: send of %zu bytes to rank %d, whose connection is "
+                                                 "closed (it failed, or destroyed its communicator early)",
+                               tp->pub.rank, bytes, peer));
         return MPCCL_OK;
     }
     ucp_request_param_t prm;
@@ -251,7 +263,9 @@ static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, vo
      * waiting in the unexpected queue: receive those, fail only what never came. */
     ucp_tag_recv_info_t info;
     if (tp->peers[peer].failed && ucp_tag_probe_nb(tp->worker, tag, (ucp_tag_t)-1, 0, &info) == NULL) {
-        finish(req, MPCCL_ERR_REMOTE);
+        finish(req, mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: receive of %zu bytes from rank %d, whose connection "
+                                                 "is closed (it failed, or destroyed its communicator early)",
+                               tp->pub.rank, bytes, peer));
         return MPCCL_OK;
     }
     ucp_request_param_t prm;
