@@ -2,7 +2,7 @@
 # mpccl quick start on a fresh Debian/Ubuntu machine.
 #   ./quickstart.sh        install missing packages (when root), build, run the benchmark on 4 ranks
 #   ./quickstart.sh test   build if needed, then run the whole test suite (make check)
-# Extra configure options: MPCCL_CONFIGURE_FLAGS="--enable-werror ..." ./quickstart.sh
+# Extra configure options: CONFIGURE_FLAGS="--enable-werror ..." ./quickstart.sh
 set -eu
 cd "$(dirname "$0")"
 mode=${1:-example}
@@ -39,7 +39,7 @@ fi
 
 [ -x configure ] || ./autogen.sh
 # shellcheck disable=SC2086
-[ -f Makefile ] || ./configure ${MPCCL_CONFIGURE_FLAGS:-}
+[ -f Makefile ] || ./configure ${CONFIGURE_FLAGS:-}
 make -j"$jobs"
 
 case $mode in
