@@ -37,6 +37,11 @@ if [ "$ngpu" -ge 2 ]; then
 else
     step sh "$mpi" -t 500 -n 2 2 test/mpi/test_coll
 fi
+# the MPI shim on device buffers
+if [ -x "$top_builddir/test/shim/test_shim" ]; then
+    step timeout 300 ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
+        -x LD_PRELOAD="$top_builddir/.libs/libmpccl_shim.so" "$top_builddir/test/shim/test_shim" --gpu --expect route
+fi
 # the benchmark with checking
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
 # memory and race checking of a small configuration
