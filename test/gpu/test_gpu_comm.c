@@ -178,10 +178,12 @@ static void rank_body(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int dev, 
     for (int j = 0; j < g->nranks; j++) {
         uint32_t k = g->links_host[j].kind;
         int same = topo->node_of[j] == topo->node_of[g->rank];
-        uint32_t want = j == g->rank ? MPCCL_LINK_NONE : !same ? MPCCL_LINK_PROXY : want_kind;
+        /* A rank's link to itself is a loopback in its own device mailbox. */
+        uint32_t want = j == g->rank ? MPCCL_LINK_NVLINK : !same ? MPCCL_LINK_PROXY : want_kind;
         int any = j != g->rank && same && want == 0; /* NVLINK or HOST accepted */
         if ((!any && k != want) || (any && k != MPCCL_LINK_NVLINK && k != MPCCL_LINK_HOST) ||
-            (j != g->rank && same && g->links_host[j].tx_slots == NULL) ||
+            (same && g->links_host[j].tx_slots == NULL) ||
+            (j == g->rank && g->links_host[j].tx_slots != g->links_host[j].rx_slots) ||
             (k == MPCCL_LINK_PROXY && g->links_host[j].tx_slots != NULL))
             FAIL(res, "rank %d: link to %d has kind %u (tx_slots %p), expected %u", g->rank, j, k,
                  (void *)g->links_host[j].tx_slots, want);
