@@ -1,0 +1,129 @@
+/* Several ranks in one process, driven from one thread: ncclCommInitAll, grouped
+ * ncclCommInitRank, a group of collectives over all of them, grouped
+ * ncclCommSplit.  Uses only the public API.  Host communicators here (on a GPU
+ * machine the suite runs on GPUs through make check-gpu's MPI suites). */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl.h"
+
+#define N 4
+#define COUNT 1021 /* prime: not divisible by the rank count */
+
+static unsigned long long seed;
+
+static float value(int rank, int i)
+{
+    /* Small integers: float sums are exact whatever the order. */
+    return (float)((seed + (unsigned long long)rank * 7919u + (unsigned long long)i * 104729u) % 97u);
+}
+
+/* allreduce on every comm in one group from this thread, then check. */
+static void allreduce_all(ncclComm_t *comms, int n)
+{
+    float *in[N], *out[N];
+    for (int r = 0; r < n; r++) {
+        in[r] = malloc(COUNT * sizeof(float));
+        out[r] = calloc(COUNT, sizeof(float));
+        for (int i = 0; i < COUNT; i++) in[r][i] = value(r, i);
+    }
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < n; r++)
+        ck_assert_int_eq(ncclAllReduce(in[r], out[r], COUNT, ncclFloat, ncclSum, comms[r], NULL), ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    for (int i = 0; i < COUNT; i++) {
+        float want = 0;
+        for (int r = 0; r < n; r++) want += value(r, i);
+        for (int r = 0; r < n; r++) ck_assert_msg(out[r][i] == want, "rank %d element %d: %g, expected %g", r, i,
+                                                  (double)out[r][i], (double)want);
+    }
+    for (int r = 0; r < n; r++) {
+        free(in[r]);
+        free(out[r]);
+    }
+}
+
+START_TEST(init_all_and_grouped_collectives)
+{
+    ncclComm_t comms[N];
+    ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+        int rank = -1, count = -1;
+        ck_assert_int_eq(ncclCommUserRank(comms[r], &rank), ncclSuccess);
+        ck_assert_int_eq(ncclCommCount(comms[r], &count), ncclSuccess);
+        ck_assert_int_eq(rank, r);
+        ck_assert_int_eq(count, N);
+    }
+    allreduce_all(comms, N);
+    allreduce_all(comms, N); /* back to back */
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+}
+END_TEST
+
+START_TEST(grouped_init_rank_from_one_thread)
+{
+    ncclUniqueId id;
+    ncclComm_t comms[N];
+    ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommInitRank(&comms[r], N, id, r), ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    allreduce_all(comms, N);
+
+    /* Split from one thread inside a group: evens and odds, keys reversed. */
+    ncclComm_t sub[N];
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommSplit(comms[r], r % 2, N - r, &sub[r], NULL), ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+        int rank = -1, count = -1;
+        ck_assert_ptr_nonnull(sub[r]);
+        ck_assert_int_eq(ncclCommUserRank(sub[r], &rank), ncclSuccess);
+        ck_assert_int_eq(ncclCommCount(sub[r], &count), ncclSuccess);
+        ck_assert_int_eq(count, N / 2);
+        ck_assert_int_eq(rank, (N - 1 - r) / 2); /* reversed keys: the highest parent rank is 0 */
+    }
+    ncclComm_t evens[2] = {sub[2], sub[0]}, odds[2] = {sub[3], sub[1]}; /* in new-rank order */
+    allreduce_all(evens, 2);
+    allreduce_all(odds, 2);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(sub[r]), ncclSuccess);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+}
+END_TEST
+
+START_TEST(init_all_rejects_bad_arguments)
+{
+    ncclComm_t comms[2];
+    ck_assert_int_eq(ncclCommInitAll(NULL, 2, NULL), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommInitAll(comms, 0, NULL), ncclInvalidArgument);
+    ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ndev"));
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    ck_assert_int_eq(ncclCommInitAll(comms, 2, NULL), ncclInvalidUsage);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+}
+END_TEST
+
+int main(void)
+{
+    /* Host communicators even on a GPU machine: ncclCommInitAll would bind
+     * devices 0..N-1, which a machine with fewer GPUs lacks. */
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    const char *s = getenv("MPCCL_TEST_SEED");
+    seed = s ? strtoull(s, NULL, 0) : 20261121ULL;
+    printf("test_inprocess: seed %llu (MPCCL_TEST_SEED)\n", seed);
+    Suite *suite = suite_create("inprocess");
+    TCase *tc = tcase_create("inprocess");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, init_all_and_grouped_collectives);
+    tcase_add_test(tc, grouped_init_rank_from_one_thread);
+    tcase_add_test(tc, init_all_rejects_bad_arguments);
+    suite_add_tcase(suite, tc);
+    SRunner *sr = srunner_create(suite);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
