@@ -290,7 +290,8 @@ static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out
     return MPCCL_OK;
 }
 
-static mpccl_status_t order_after_previous(mpccl_gpu_state_t *s, cudaStream_t stream);
+static mpccl_status_t before_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int *capturing);
+static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int capturing);
 
 /* ---- grouped point-to-point ---- */
 
@@ -374,10 +375,8 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     MPCCL_CHECK_GOTO(p2p_plan(comm, s, calls, n, &pe), st, out);
     cudaStream_t stream = (cudaStream_t)calls[0]->stream;
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    cudaStreamIsCapturing(stream, &cs);
-    int capturing = cs != cudaStreamCaptureStatusNone;
-    if (!capturing) MPCCL_CHECK_GOTO(order_after_previous(s, stream), st, out);
+    int capturing = 0;
+    MPCCL_CHECK_GOTO(before_launch(s, stream, &capturing), st, out);
     MPCCL_CHECK_GOTO(join_streams(s, calls, n, 0), st, out);
     mpccl_engine_args_t a;
     memset(&a, 0, sizeof(a));
@@ -389,15 +388,7 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
     a.op = MPCCL_OP_SUM;
     if (pe->sched.nsteps) MPCCL_CHECK_GOTO(mpccl_engine_launch(&a, s->g->nctas, stream), st, out);
     MPCCL_CHECK_GOTO(join_streams(s, calls, n, 1), st, out);
-    if (!capturing) {
-        cudaError_t e = cudaEventRecord(s->last_done, stream);
-        if (e != cudaSuccess) {
-            st = mpccl_cuda_error(e, "cudaEventRecord");
-            goto out;
-        }
-        s->last_stream = stream;
-        s->have_last = 1;
-    }
+    st = after_launch(s, stream, capturing);
 out:
     if (saved >= 0) mpccl_cuda_restore_device(saved);
     return st;
@@ -405,10 +396,25 @@ out:
 
 /* ---- launch ---- */
 
-static mpccl_status_t order_after_previous(mpccl_gpu_state_t *s, cudaStream_t stream)
+/* A launch on another stream than the previous one waits for it.  Inside a
+ * capture the graph's own order applies (an event recorded there cannot order
+ * work outside it); NCCL asks the same of its users. */
+static mpccl_status_t before_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int *capturing)
 {
-    if (!s->have_last || s->last_stream == stream) return MPCCL_OK;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &cs);
+    *capturing = cs != cudaStreamCaptureStatusNone;
+    if (*capturing || !s->have_last || s->last_stream == stream) return MPCCL_OK;
     MPCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, s->last_done, 0));
+    return MPCCL_OK;
+}
+
+static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int capturing)
+{
+    if (capturing) return MPCCL_OK;
+    MPCCL_CUDA_CHECK(cudaEventRecord(s->last_done, stream));
+    s->last_stream = stream;
+    s->have_last = 1;
     return MPCCL_OK;
 }
 
@@ -429,10 +435,8 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     size_t pre_bytes = sc->needs_prescale ? align256(sc->in_elems * esize) : 0;
     void *scratch = NULL;
     if (tmp_bytes + pre_bytes) MPCCL_CHECK_GOTO(get_scratch(s, tmp_bytes + pre_bytes, &scratch), st, out);
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    cudaStreamIsCapturing(stream, &cs);
-    int capturing = cs != cudaStreamCaptureStatusNone;
-    if (!capturing) MPCCL_CHECK_GOTO(order_after_previous(s, stream), st, out);
+    int capturing = 0;
+    MPCCL_CHECK_GOTO(before_launch(s, stream, &capturing), st, out);
 
     mpccl_engine_args_t a;
     memset(&a, 0, sizeof(a));
@@ -454,17 +458,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
         a.buf[MPCCL_BUF_IN] = pre;
     }
     if (sc->nsteps) MPCCL_CHECK_GOTO(mpccl_engine_launch(&a, s->g->nctas, stream), st, out);
-    /* Inside a capture the graph's own order applies (an event recorded there
-     * cannot order work outside it); NCCL asks the same of its users. */
-    if (!capturing) {
-        cudaError_t e = cudaEventRecord(s->last_done, stream);
-        if (e != cudaSuccess) {
-            st = mpccl_cuda_error(e, "cudaEventRecord");
-            goto out;
-        }
-        s->last_stream = stream;
-        s->have_last = 1;
-    }
+    st = after_launch(s, stream, capturing);
 out:
     if (saved >= 0) mpccl_cuda_restore_device(saved);
     return st;
