@@ -10,8 +10,6 @@
 /* Ignoring every argument is the point of these functions. */
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
-#define MPCCL_NEEDS_REGISTRATION "buffer registration arrives with the registration/window release (issue 6)"
-#define MPCCL_NEEDS_WINDOWS "windows and one-sided operations arrive with the registration/window release (issue 6)"
 #define MPCCL_NEEDS_DEVICE_API "the device API (nccl_device.h) follows the window release (issue 6)"
 #define MPCCL_NEEDS_SUSPEND "releasing and restoring a communicator's GPU memory follows the GPU data path (issue 3)"
 #define MPCCL_NEEDS_FAULT "revoke, shrink and grow arrive with fault handling"
@@ -58,60 +56,7 @@ MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t sta
     return mpccl_api_unsupported("ncclCommMemStats", MPCCL_NEEDS_SUSPEND);
 }
 
-/* ---- Registration, windows, one-sided operations ------------------------------ */
-
-MPCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size,
-          void **handle)
-{
-    return mpccl_api_unsupported("ncclCommRegister", MPCCL_NEEDS_REGISTRATION);
-}
-
-MPCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle)
-{
-    return mpccl_api_unsupported("ncclCommDeregister", MPCCL_NEEDS_REGISTRATION);
-}
-
-MPCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
-          ncclWindow_t *win, int winFlags)
-{
-    return mpccl_api_unsupported("ncclCommWindowRegister", MPCCL_NEEDS_WINDOWS);
-}
-
-MPCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
-{
-    return mpccl_api_unsupported("ncclCommWindowDeregister", MPCCL_NEEDS_WINDOWS);
-}
-
-MPCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void **outUserPtr)
-{
-    return mpccl_api_unsupported("ncclWinGetUserPtr", MPCCL_NEEDS_WINDOWS);
-}
-
-MPCCL_API(ncclResult_t, ncclPutSignal, const void *localbuff, size_t count, ncclDataType_t datatype,
-          int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
-          unsigned int flags, ncclComm_t comm, cudaStream_t stream)
-{
-    return mpccl_api_unsupported("ncclPutSignal", MPCCL_NEEDS_WINDOWS);
-}
-
-MPCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags,
-          ncclComm_t comm, cudaStream_t stream)
-{
-    return mpccl_api_unsupported("ncclSignal", MPCCL_NEEDS_WINDOWS);
-}
-
-MPCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t *signalDescs,
-          ncclComm_t comm, cudaStream_t stream)
-{
-    return mpccl_api_unsupported("ncclWaitSignal", MPCCL_NEEDS_WINDOWS);
-}
-
 /* ---- Device API host side ------------------------------------------------------ */
-
-MPCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t *props)
-{
-    return mpccl_api_unsupported("ncclCommQueryProperties", MPCCL_NEEDS_DEVICE_API);
-}
 
 /* The device communicator types are NVIDIA's nccl_device.h types; only
  * pointers cross this boundary, so incomplete declarations give the same ABI

@@ -7,6 +7,7 @@
 #include "comm.h"
 #include "log.h"
 #include "topo.h"
+#include "win.h"
 #ifdef MPCCL_HAVE_CUDA
 #include "cuda_rt.h"
 #include "gpu_launch.h"
@@ -126,6 +127,7 @@ out:
 void mpccl_comm_release(ncclComm_t comm, int force)
 {
     if (!comm) return;
+    mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
 #ifdef MPCCL_HAVE_CUDA
     /* Before the transport: the proxy drives it. */
     if (comm->gpu) mpccl_gpu_release(comm, force);

@@ -47,6 +47,7 @@ struct ncclComm {
     uint64_t *p2p_send_seq, *p2p_recv_seq;
 
     struct mpccl_gpu_state *gpu; /* GPU communicators only (gpu_launch.c) */
+    struct mpccl_win_state *win; /* registrations, windows, signals (win.c); NULL until first used */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
     pthread_mutex_t redop_lock;

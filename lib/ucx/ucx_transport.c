@@ -10,6 +10,7 @@
 #include "config.h"
 #include "log.h"
 #include "ucx.h"
+#include "ucx_rma.h"
 
 typedef struct mpccl_ucx_peer {
     ucp_ep_h ep;
@@ -501,6 +502,66 @@ static mpccl_status_t connect_all(mpccl_ucx_tp_t *tp, const unsigned char *all, 
     return MPCCL_OK;
 }
 
+/* ---- one-sided (windows; lib/ucx/ucx_rma.h) ---- */
+
+/* rkey: a ucp_rkey_h unpacked on the endpoint to peer (mpccl_ucx_rkey_unpack).
+ * Completion is local: src may be reused; remote visibility is ordered by a
+ * fence (mpccl_ucx_fence) before a later operation to the same peer. */
+static mpccl_status_t ucx_put(mpccl_transport_t *t, int peer, const void *src, size_t bytes,
+                              uint64_t remote_addr, void *rkey, mpccl_req_t *req)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    MPCCL_CHECK(check_peer(tp, peer, req));
+    if (tp->peers[peer].failed) {
+        finish(req, mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: put of %zu bytes to rank %d, whose connection is closed",
+                               tp->pub.rank, bytes, peer));
+        return MPCCL_OK;
+    }
+    ucp_request_param_t prm;
+    set_params(tp, &prm, req, peer, 0, bytes, 0);
+    prm.cb.send = send_cb;
+    ucs_status_ptr_t sp = ucp_put_nbx(tp->peers[peer].ep, src, bytes, remote_addr, (ucp_rkey_h)rkey, &prm);
+    track(tp, sp, req, peer, 0, bytes, 0);
+    return MPCCL_OK;
+}
+
+/* Adds value to the 64-bit word at remote_addr (no result fetched).  UCX reads
+ * *value during the call or until completion: it lives in the caller's storage. */
+static mpccl_status_t ucx_atomic_add(mpccl_transport_t *t, int peer, uint64_t value, uint64_t remote_addr,
+                                     void *rkey, mpccl_req_t *req)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    MPCCL_CHECK(check_peer(tp, peer, req));
+    if (tp->peers[peer].failed) {
+        finish(req, mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: signal to rank %d, whose connection is closed",
+                               tp->pub.rank, peer));
+        return MPCCL_OK;
+    }
+    /* UCX may read the operand after the call returns: keep it in the request. */
+    req->bytes = (size_t)value;
+    ucp_request_param_t prm;
+    set_params(tp, &prm, req, peer, 0, sizeof(uint64_t), 0);
+    prm.cb.send = send_cb;
+    prm.datatype = ucp_dt_make_contig(sizeof(uint64_t));
+    ucs_status_ptr_t sp = ucp_atomic_op_nbx(tp->peers[peer].ep, UCP_ATOMIC_OP_ADD, &req->bytes, 1, remote_addr,
+                                            (ucp_rkey_h)rkey, &prm);
+    track(tp, sp, req, peer, 0, sizeof(uint64_t), 0);
+    return MPCCL_OK;
+}
+
+static const struct mpccl_transport_ops ucx_ops;
+
+ucp_worker_h mpccl_ucx_worker(mpccl_transport_t *t)
+{
+    return t && t->ops == &ucx_ops ? ((mpccl_ucx_tp_t *)t->impl)->worker : NULL;
+}
+
+ucp_ep_h mpccl_ucx_ep(mpccl_transport_t *t, int peer)
+{
+    if (!t || t->ops != &ucx_ops || peer < 0 || peer >= t->nranks) return NULL;
+    return ((mpccl_ucx_tp_t *)t->impl)->peers[peer].ep;
+}
+
 static const struct mpccl_transport_ops ucx_ops = {
     .isend = ucx_isend,
     .irecv = ucx_irecv,
@@ -508,8 +569,8 @@ static const struct mpccl_transport_ops ucx_ops = {
     .idle = ucx_idle,
     .cancel = ucx_cancel,
     .close = ucx_close,
-    .put = NULL,
-    .atomic_add = NULL,
+    .put = ucx_put,
+    .atomic_add = ucx_atomic_add,
 };
 
 mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out)

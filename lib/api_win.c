@@ -1,0 +1,117 @@
+/* Registration, windows, one-sided operations and communicator properties
+ * (NCCL 2.29): argument checks, then lib/win.c, register.c, onesided.c. */
+#include <stddef.h>
+#include <string.h>
+
+#include "api.h"
+#include "argcheck.h"
+#include "argcheck_win.h"
+#include "win.h"
+
+MPCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+    static const char fn[] = "ncclCommRegister";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "buff", buff);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "handle", handle);
+    if (st == MPCCL_OK && size == 0)
+        st = mpccl_fail(MPCCL_ERR_ARG, "%s: argument size = 0, expected the buffer's length in bytes", fn);
+    if (st == MPCCL_OK) st = mpccl_reg_register(comm, buff, size, handle);
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle)
+{
+    static const char fn[] = "ncclCommDeregister";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "handle", handle);
+    if (st == MPCCL_OK) st = mpccl_reg_deregister(comm, handle);
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+          int winFlags)
+{
+    static const char fn[] = "ncclCommWindowRegister";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    /* Collective: a rank with bad arguments still joins, so all ranks fail. */
+    mpccl_status_t local = mpccl_check_win_register(fn, comm, buff, size, win, winFlags);
+    ncclWindow_t w = NULL;
+    st = mpccl_win_register(comm, buff, size, winFlags, local, &w);
+    if (st == MPCCL_OK) *win = w;
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win)
+{
+    static const char fn[] = "ncclCommWindowDeregister";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "win", win);
+    if (st == MPCCL_OK) st = mpccl_win_deregister(comm, win);
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void **outUserPtr)
+{
+    static const char fn[] = "ncclWinGetUserPtr";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "outUserPtr", outUserPtr);
+    if (st == MPCCL_OK) st = mpccl_check_win(fn, "win", comm, win);
+    if (st == MPCCL_OK) *outUserPtr = win->base;
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclPutSignal, const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+          ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+          cudaStream_t stream)
+{
+    return mpccl_result(mpccl_put_signal("ncclPutSignal", 1, localbuff, count, datatype, peer, peerWin,
+                                         peerWinOffset, sigIdx, ctx, flags, comm, stream));
+}
+
+MPCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+          cudaStream_t stream)
+{
+    return mpccl_result(
+        mpccl_put_signal("ncclSignal", 0, NULL, 0, ncclInt8, peer, NULL, 0, sigIdx, ctx, flags, comm, stream));
+}
+
+MPCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
+          cudaStream_t stream)
+{
+    return mpccl_result(mpccl_wait_signal(nDesc, signalDescs, comm, stream));
+}
+
+/* Fields beyond the caller's size (an older header) are left alone. */
+#define PROP_FITS(p, field) ((p)->size >= offsetof(ncclCommProperties_t, field) + sizeof((p)->field))
+
+MPCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t *props)
+{
+    static const char fn[] = "ncclCommQueryProperties";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "props", props);
+    if (st == MPCCL_OK && props->magic != NCCL_API_MAGIC)
+        st = mpccl_fail(MPCCL_ERR_ARG, "%s: props->magic = %#x, expected NCCL_API_MAGIC (%#x): initialise props "
+                                       "with NCCL_COMM_PROPERTIES_INITIALIZER",
+                        fn, props->magic, (unsigned)NCCL_API_MAGIC);
+    if (st == MPCCL_OK && props->size < offsetof(ncclCommProperties_t, cudaDev) + sizeof(int))
+        st = mpccl_fail(MPCCL_ERR_ARG, "%s: props->size = %zu is too small for an ncclCommProperties_t", fn,
+                        props->size);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    props->rank = comm->rank;
+    props->nRanks = comm->nranks;
+    props->cudaDev = comm->cuda_dev;
+    if (PROP_FITS(props, nvmlDev)) props->nvmlDev = comm->cuda_dev; /* NVML numbers devices as CUDA does without CUDA_VISIBLE_DEVICES */
+    if (PROP_FITS(props, deviceApiSupport)) props->deviceApiSupport = false; /* nccl_device.h comes later */
+    if (PROP_FITS(props, multimemSupport)) props->multimemSupport = false;   /* NVLink multicast is never used */
+    if (PROP_FITS(props, ginType)) props->ginType = NCCL_GIN_TYPE_NONE;
+    /* Load/store teams: a GPU communicator's ranks of one node each; none on
+     * host communicators. */
+    if (PROP_FITS(props, nLsaTeams)) props->nLsaTeams = comm->gpu ? comm->topo.nnodes : 0;
+    /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every peer: always on host
+     * communicators (UCX RMA), on GPU communicators within one node. */
+    if (PROP_FITS(props, hostRmaSupport)) props->hostRmaSupport = comm->gpu == NULL || comm->topo.nnodes == 1;
+    if (PROP_FITS(props, railedGinType)) props->railedGinType = NCCL_GIN_TYPE_NONE;
+    return ncclSuccess;
+}

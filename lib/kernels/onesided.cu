@@ -1,0 +1,47 @@
+// Signal and wait kernels of one-sided operations (onesided.h).
+#include "kernels/onesided.h"
+extern "C" {
+#include "cuda_rt.h" /* a C header without its own linkage block */
+}
+
+// The data of the put was written by the copy that precedes this kernel on
+// the stream (complete before the kernel starts); the system-scope fence
+// orders this GPU's view of it before the add, so a peer that sees the new
+// count and then reads its window sees the data.
+__global__ void mpccl_os_signal_kernel(unsigned long long *word)
+{
+    __threadfence_system();
+    atomicAdd(word, 1ULL);
+    __threadfence_system();
+}
+
+// One thread serves the descriptors in order, so descriptors naming the same
+// counter add up (a wait is all of them: the order costs nothing).
+__global__ void mpccl_os_wait_kernel(mpccl_os_wait_args_t a)
+{
+    if (threadIdx.x != 0) return;
+    for (uint32_t i = 0; i < a.n; i++) {
+        volatile unsigned long long *s = (volatile unsigned long long *)(a.sig + a.idx[i]);
+        unsigned long long want = a.expected[a.idx[i]] + a.cnt[i];
+        while (*s < want) __nanosleep(256);
+        a.expected[a.idx[i]] = want;
+    }
+    // Reads of the window by later work on the stream come after the counts.
+    __threadfence_system();
+}
+
+extern "C" mpccl_status_t mpccl_os_signal_launch(uint64_t *word, cudaStream_t stream)
+{
+    mpccl_os_signal_kernel<<<1, 1, 0, stream>>>((unsigned long long *)word);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return mpccl_cuda_error(e, "signal kernel launch");
+    return MPCCL_OK;
+}
+
+extern "C" mpccl_status_t mpccl_os_wait_launch(const mpccl_os_wait_args_t *a, cudaStream_t stream)
+{
+    mpccl_os_wait_kernel<<<1, 32, 0, stream>>>(*a);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return mpccl_cuda_error(e, "wait kernel launch");
+    return MPCCL_OK;
+}

@@ -1,0 +1,37 @@
+/* Kernels of one-sided operations on GPU communicators (onesided.cu).  C
+ * linkage; stream-ordered, graph-capturable (no host-side counters: expected
+ * counts live in device memory and the wait kernel advances them). */
+#ifndef MPCCL_KERNELS_ONESIDED_H
+#define MPCCL_KERNELS_ONESIDED_H
+
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Descriptors per wait launch (kernel parameter space). */
+#define MPCCL_OS_WAIT_MAX 64
+
+typedef struct mpccl_os_wait_args {
+    uint64_t *sig;      /* this rank's counters (device memory peers add to) */
+    uint64_t *expected; /* this rank's consumed counts, same indexing */
+    uint32_t n;
+    uint32_t idx[MPCCL_OS_WAIT_MAX]; /* counter index of each descriptor */
+    uint32_t cnt[MPCCL_OS_WAIT_MAX]; /* signals to consume */
+} mpccl_os_wait_args_t;
+
+/* After everything before it on stream: makes prior writes visible system
+ * wide, then adds 1 to *word (a peer's counter, mapped over CUDA IPC). */
+mpccl_status_t mpccl_os_signal_launch(uint64_t *word, cudaStream_t stream);
+/* Waits on the device until every counter reached its expected count plus
+ * its cnt, then advances the expected counts. */
+mpccl_status_t mpccl_os_wait_launch(const mpccl_os_wait_args_t *a, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,289 @@
+/* Windows and one-sided operations on GPU communicators, for peers on this
+ * node (doc/ONESIDED.md).  Windows and the signal area are cudaMalloc memory
+ * exported over CUDA IPC (lib/ipc.c) at registration, so each rank holds
+ * device pointers into its node peers' windows and counters.  A put is a
+ * peer copy (cudaMemcpyAsync) followed on the same stream by a kernel that
+ * fences and adds 1 to the peer's counter; a wait is a kernel that spins on
+ * this rank's counters.  Peers on other nodes: refused (the GPU-direct
+ * transport brings them). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "cuda_rt.h"
+#include "ipc.h"
+#include "kernels/onesided.h"
+#include "log.h"
+#include "win.h"
+
+struct mpccl_win_gpu {
+    void *area;             /* device: counters [nsig_words] then expected [nsig_words] */
+    mpccl_ipc_desc_t *desc; /* [nranks] every rank's area */
+    uint64_t **peer_sig;    /* [nranks] counters of reachable peers in this address space, else NULL */
+};
+
+struct mpccl_wingpu {
+    mpccl_ipc_desc_t *desc; /* [nranks] each rank's window allocation */
+    uint64_t *offset;       /* [nranks] window base - allocation base */
+    char **peer_base;       /* [nranks] window base of reachable peers, else NULL */
+};
+
+/* Peers this rank's kernels can store into: same node and P2P (or same GPU). */
+static mpccl_status_t reachable(ncclComm_t comm, const mpccl_ipc_desc_t *d, int r, int *ok)
+{
+    *ok = 0;
+    if (comm->topo.node_of[r] != comm->topo.node_of[comm->rank] || d[r].host_hash != d[comm->rank].host_hash)
+        return MPCCL_OK;
+    const char *how = "";
+    MPCCL_CHECK(mpccl_ipc_p2p(comm->cuda_dev, d[comm->rank].uuid, d[r].uuid, ok, &how));
+    if (!*ok)
+        MPCCL_INFO(MPCCL_SUB_P2P, "one-sided: rank %d cannot store into rank %d's GPU (%s)", comm->rank, r, how);
+    return MPCCL_OK;
+}
+
+/* Collective: exports the allocation holding [base, base + size), gathers
+ * every rank's description and opens those of reachable peers.  out[r] is
+ * the peer's allocation base in this address space (NULL: unreachable). */
+static mpccl_status_t exchange(ncclComm_t comm, void *base, size_t size, mpccl_ipc_desc_t **descs, uint64_t **offs,
+                               void ***out)
+{
+    int n = comm->nranks;
+    const mpccl_cu_fns_t *cu = NULL;
+    mpccl_ipc_desc_t *d = calloc((size_t)n, sizeof(*d));
+    uint64_t *off = calloc((size_t)n, sizeof(*off));
+    void **ptr = calloc((size_t)n, sizeof(*ptr));
+    mpccl_status_t st = (d && off && ptr) ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for IPC descriptors");
+    CUdeviceptr abase = 0;
+    size_t asize = 0;
+    if (st == MPCCL_OK) st = mpccl_cu_get(&cu);
+    if (st == MPCCL_OK) {
+        CUresult r = cu->cuMemGetAddressRange(&abase, &asize, (CUdeviceptr)(uintptr_t)base);
+        if (r != CUDA_SUCCESS) st = mpccl_cu_error(r, "cuMemGetAddressRange (window)");
+    }
+    if (st == MPCCL_OK) {
+        st = mpccl_ipc_export((void *)(uintptr_t)abase, asize, &d[comm->rank]);
+        if (st != MPCCL_OK)
+            st = mpccl_fail(MPCCL_ERR_ARG,
+                            "ncclCommWindowRegister: buff = %p cannot be shared over CUDA IPC; windows on GPU "
+                            "communicators must be cudaMalloc memory of the communicator's device (ncclMemAlloc/VMM "
+                            "windows are not supported yet)",
+                            base);
+    }
+    off[comm->rank] = (uint64_t)((uintptr_t)base - (uintptr_t)abase);
+    (void)size;
+    MPCCL_CHECK_GOTO(mpccl_win_agree(comm, st, "GPU window exchange"), st, fail);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&comm->bs, d, sizeof(*d)), st, fail);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&comm->bs, off, sizeof(*off)), st, fail);
+    for (int r = 0; r < n && st == MPCCL_OK; r++) {
+        int ok = 0;
+        st = reachable(comm, d, r, &ok);
+        if (st == MPCCL_OK && ok) st = mpccl_ipc_import(&d[r], comm->cuda_dev, &ptr[r]);
+    }
+    MPCCL_CHECK_GOTO(mpccl_win_agree(comm, st, "GPU window exchange"), st, fail);
+    *descs = d;
+    *offs = off;
+    *out = ptr;
+    return MPCCL_OK;
+fail:
+    for (int r = 0; ptr && r < n; r++)
+        if (ptr[r]) mpccl_ipc_release(&d[r]);
+    free(d);
+    free(off);
+    free(ptr);
+    return st;
+}
+
+static void unimport(int n, mpccl_ipc_desc_t *d, void **ptr)
+{
+    for (int r = 0; ptr && r < n; r++)
+        if (ptr[r]) mpccl_ipc_release(&d[r]);
+}
+
+mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
+{
+    struct mpccl_win_gpu *g = calloc(1, sizeof(*g));
+    size_t bytes = 2 * ws->nsig_words * sizeof(uint64_t);
+    mpccl_status_t st = g ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the GPU signal state");
+    int saved = -1;
+    if (st == MPCCL_OK) st = mpccl_cuda_push_device(comm->cuda_dev, &saved);
+    if (st == MPCCL_OK) {
+        cudaError_t e = cudaMalloc(&g->area, bytes);
+        if (e == cudaSuccess) e = cudaMemset(g->area, 0, bytes); /* synchronous: before any peer may add */
+        if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaMalloc/cudaMemset (signal counters)");
+        mpccl_cuda_restore_device(saved);
+    }
+    st = mpccl_win_agree(comm, st, "signal area setup");
+    uint64_t *offs = NULL;
+    if (st == MPCCL_OK) st = exchange(comm, g->area, bytes, &g->desc, &offs, (void ***)&g->peer_sig);
+    free(offs); /* the area is its own allocation: offsets are 0 */
+    if (st != MPCCL_OK) {
+        if (g && g->area) cudaFree(g->area);
+        free(g);
+        return st;
+    }
+    ws->gpu = g;
+    return MPCCL_OK;
+}
+
+void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws)
+{
+    struct mpccl_win_gpu *g = ws->gpu;
+    if (!g) return;
+    unimport(comm->nranks, g->desc, (void **)g->peer_sig);
+    /* Work still queued on user streams may touch the area: destroy waits
+     * for the device as NCCL's does (no user stream is synchronised). */
+    if (g->area) {
+        cudaError_t e = cudaFree(g->area);
+        if (e != cudaSuccess) (void)cudaGetLastError();
+    }
+    free(g->desc);
+    free(g->peer_sig);
+    free(g);
+    ws->gpu = NULL;
+}
+
+mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w)
+{
+    struct mpccl_wingpu *wg = calloc(1, sizeof(*wg));
+    mpccl_status_t st = wg ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a GPU window");
+    if (st == MPCCL_OK && w->size) st = mpccl_check_gpu_buffer("ncclCommWindowRegister", "buff", w->base, w->size, comm->cuda_dev);
+    if (st == MPCCL_OK && w->size) {
+        int kind = -1;
+        st = mpccl_mem_kind(w->base, comm->cuda_dev, &kind);
+        if (st == MPCCL_OK && kind != MPCCL_MEM_DEVICE)
+            st = mpccl_fail(MPCCL_ERR_ARG,
+                            "ncclCommWindowRegister: buff = %p is %s memory; windows on GPU communicators are device "
+                            "memory of the communicator's device",
+                            w->base, mpccl_mem_kind_name(kind));
+    }
+    st = mpccl_win_agree(comm, st, "ncclCommWindowRegister");
+    /* Every rank exports an allocation: a zero-size window has none. */
+    for (int r = 0; st == MPCCL_OK && r < comm->nranks; r++)
+        if (w->peer_size[r] == 0)
+            st = mpccl_fail(MPCCL_ERR_ARG,
+                            "ncclCommWindowRegister: rank %d registered size 0; windows on GPU communicators need "
+                            "memory on every rank",
+                            r);
+    if (st == MPCCL_OK) st = exchange(comm, w->base, w->size, &wg->desc, &wg->offset, (void ***)&wg->peer_base);
+    if (st != MPCCL_OK) {
+        free(wg);
+        return st;
+    }
+    for (int r = 0; r < comm->nranks; r++)
+        if (wg->peer_base[r]) wg->peer_base[r] += wg->offset[r];
+    w->gpu = wg;
+    return MPCCL_OK;
+}
+
+void mpccl_gpu_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w)
+{
+    struct mpccl_wingpu *wg = w->gpu;
+    if (!wg) return;
+    for (int r = 0; r < comm->nranks; r++)
+        if (wg->peer_base[r]) mpccl_ipc_release(&wg->desc[r]);
+    free(wg->desc);
+    free(wg->offset);
+    free(wg->peer_base);
+    free(wg);
+    w->gpu = NULL;
+}
+
+static mpccl_status_t check_peer_reachable(ncclComm_t comm, int peer, const char *fn)
+{
+    struct mpccl_win_gpu *g = comm->win->gpu;
+    if (g->peer_sig[peer]) return MPCCL_OK;
+    if (comm->topo.node_of[peer] != comm->topo.node_of[comm->rank])
+        return mpccl_fail(MPCCL_ERR_USAGE,
+                          "%s: peer = %d is on another node; one-sided operations between nodes on GPU "
+                          "communicators arrive with the GPU-direct transport",
+                          fn, peer);
+    return mpccl_fail(MPCCL_ERR_USAGE,
+                      "%s: peer = %d is on this node but its GPU is not reachable by peer-to-peer stores from "
+                      "device %d",
+                      fn, peer, comm->cuda_dev);
+}
+
+mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
+                                    struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx,
+                                    cudaStream_t stream)
+{
+    static const char fn[] = "ncclPutSignal";
+    MPCCL_CHECK(check_peer_reachable(comm, peer, w ? fn : "ncclSignal"));
+    if (bytes) MPCCL_CHECK(mpccl_check_gpu_buffer(fn, "localbuff", src, bytes, comm->cuda_dev));
+    int saved;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    mpccl_status_t st = MPCCL_OK;
+    if (w && bytes) {
+        cudaError_t e = cudaMemcpyAsync(w->gpu->peer_base[peer] + offset, src, bytes, cudaMemcpyDefault, stream);
+        if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaMemcpyAsync (put into a peer's window)");
+    }
+    if (st == MPCCL_OK) {
+        uint64_t *word = comm->win->gpu->peer_sig[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank);
+        st = mpccl_os_signal_launch(word, stream);
+    }
+    mpccl_cuda_restore_device(saved);
+    return st;
+}
+
+mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
+                                     cudaStream_t stream)
+{
+    struct mpccl_win_gpu *g = comm->win->gpu;
+    for (int i = 0; i < ndesc; i++) MPCCL_CHECK(check_peer_reachable(comm, descs[i].peer, "ncclWaitSignal"));
+    mpccl_os_wait_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.sig = g->peer_sig[comm->rank];
+    a.expected = a.sig + comm->win->nsig_words;
+    int saved;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    mpccl_status_t st = MPCCL_OK;
+    for (int i = 0; i < ndesc && st == MPCCL_OK; i++) {
+        a.idx[a.n] = (uint32_t)mpccl_sig_index(comm->nranks, descs[i].ctx, descs[i].sigIdx, descs[i].peer);
+        a.cnt[a.n] = (uint32_t)descs[i].opCnt;
+        if (++a.n == MPCCL_OS_WAIT_MAX || i == ndesc - 1) {
+            st = mpccl_os_wait_launch(&a, stream);
+            a.n = 0;
+        }
+    }
+    mpccl_cuda_restore_device(saved);
+    return st;
+}
+
+mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r)
+{
+    MPCCL_CHECK(mpccl_check_gpu_buffer("ncclCommRegister", "buff", r->base, r->size, comm->cuda_dev));
+    /* Describes the allocation for the node's peers; collectives do not use
+     * registrations yet, so nothing is opened on their side. */
+    const mpccl_cu_fns_t *cu;
+    MPCCL_CHECK(mpccl_cu_get(&cu));
+    CUdeviceptr abase = 0;
+    size_t asize = 0;
+    CUresult cr = cu->cuMemGetAddressRange(&abase, &asize, (CUdeviceptr)(uintptr_t)r->base);
+    if (cr != CUDA_SUCCESS) return mpccl_cu_error(cr, "cuMemGetAddressRange (ncclCommRegister)");
+    mpccl_ipc_desc_t *d = calloc(1, sizeof(*d));
+    if (!d) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommRegister: out of memory");
+    /* VMM memory (ncclMemAlloc) has no CUDA IPC handle: it stays registered
+     * locally (its sharing needs file descriptor passing, see UNSUPPORTED). */
+    cudaIpcMemHandle_t probe;
+    if (cudaIpcGetMemHandle(&probe, (void *)(uintptr_t)abase) != cudaSuccess) {
+        (void)cudaGetLastError();
+        MPCCL_INFO(MPCCL_SUB_P2P, "ncclCommRegister: %p is not cudaMalloc memory; registered without an IPC export",
+                   r->base);
+        free(d);
+        return MPCCL_OK;
+    }
+    mpccl_status_t st = mpccl_ipc_export((void *)(uintptr_t)abase, asize, d);
+    if (st != MPCCL_OK) {
+        free(d);
+        return st;
+    }
+    r->gpu = d;
+    return MPCCL_OK;
+}
+
+void mpccl_gpu_reg_free(ncclComm_t comm, mpccl_reg_t *r)
+{
+    (void)comm;
+    free(r->gpu);
+    r->gpu = NULL;
+}

@@ -1,0 +1,149 @@
+/* Registrations, windows and signal words of a communicator (NCCL 2.29
+ * ncclCommRegister, ncclCommWindowRegister, ncclPutSignal/ncclSignal/
+ * ncclWaitSignal).  The state hangs off comm->win, created at the first
+ * registration and released with the communicator (mpccl_win_release).
+ *
+ * Signals are per communicator, as in NCCL (ncclSignal names no window): this
+ * rank owns MPCCL_WIN_NCTX x MPCCL_WIN_NSIG x nranks 64-bit counters, one per
+ * (context, signal index, source rank); a put or signal from rank s adds 1 to
+ * counter (ctx, sigIdx, s) at its target.  A wait consumes: it advances a
+ * per-counter expected count by opCnt and waits until the counter reaches it.
+ * Peers learn where the counters live at the first window registration (a
+ * collective point), so ncclSignal/ncclWaitSignal need one window first. */
+#ifndef MPCCL_WIN_H
+#define MPCCL_WIN_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "build_config.h"
+#include "comm.h"
+#include "ucx/ucx_rma.h"
+
+#define MPCCL_WIN_NSIG 1 /* signal indices (NCCL 2.29 accepts only 0) */
+#define MPCCL_WIN_NCTX 4 /* contexts: independent signal sets, ordered separately */
+#define MPCCL_WIN_MAGIC 0x6d7063636c77696eULL /* "mpcclwin" */
+#define MPCCL_REG_MAGIC 0x6d7063636c726567ULL /* "mpcclreg" */
+#define MPCCL_OBJ_DEAD 0x6465616464656164ULL
+
+/* Index of the counter (ctx, sig, src) in a rank's signal array. */
+static inline size_t mpccl_sig_index(int nranks, int ctx, int sig, int src)
+{
+    return ((size_t)ctx * MPCCL_WIN_NSIG + (size_t)sig) * (size_t)nranks + (size_t)src;
+}
+
+struct mpccl_win_gpu;  /* onesided_gpu.c */
+struct mpccl_wingpu;   /* per-window GPU part, onesided_gpu.c */
+
+/* ncclWindow_t points at this. */
+struct ncclWindow_vidmem {
+    uint64_t magic;
+    ncclComm_t comm;
+    void *base;
+    size_t size;
+    int flags;
+    size_t *peer_size;       /* [nranks] each rank's window size */
+    uint64_t *peer_addr;     /* host comms: [nranks] window address in each rank */
+    void **peer_rkey;        /* host comms: [nranks] unpacked remote keys */
+    mpccl_ucx_mem_t mem;     /* host comms: this rank's registration */
+    struct mpccl_wingpu *gpu; /* GPU comms */
+    struct ncclWindow_vidmem *next;
+};
+
+/* ncclCommRegister handles point at this. */
+typedef struct mpccl_reg {
+    uint64_t magic;
+    ncclComm_t comm;
+    void *base;
+    size_t size;
+    mpccl_ucx_mem_t mem;     /* host comms */
+    void *gpu;               /* GPU comms: IPC export (onesided_gpu.c) */
+    struct mpccl_reg *next;
+} mpccl_reg_t;
+
+typedef struct mpccl_win_state {
+    pthread_mutex_t lock;    /* lists only: data-path calls on one comm are serialised by the user */
+    pthread_mutex_t wait_lock; /* waits deferred to ncclGroupEnd run one at a time (they may run in threads) */
+    struct ncclWindow_vidmem *wins;
+    mpccl_reg_t *regs;
+    int sig_ready;           /* the signal area is set up and exchanged */
+    size_t nsig_words;       /* MPCCL_WIN_NCTX * MPCCL_WIN_NSIG * nranks */
+    /* host comms */
+    uint64_t *sig;           /* this rank's counters, written by peers */
+    uint64_t *expected;      /* per counter: signals consumed by waits so far */
+    mpccl_ucx_mem_t sig_mem;
+    uint64_t *peer_sig_addr; /* [nranks] */
+    void **peer_sig_rkey;    /* [nranks] */
+    /* GPU comms */
+    struct mpccl_win_gpu *gpu;
+} mpccl_win_state_t;
+
+/* comm->win, created on first use (local). */
+mpccl_status_t mpccl_win_state(ncclComm_t comm, mpccl_win_state_t **out);
+/* Releases every window and registration still live and the signal area
+ * (ncclCommDestroy / ncclCommAbort); before the transport closes. */
+void mpccl_win_release(ncclComm_t comm);
+
+/* Whether w / h is a live window / registration of comm. */
+int mpccl_win_is_live(ncclComm_t comm, ncclWindow_t w);
+int mpccl_reg_is_live(ncclComm_t comm, const void *h);
+
+/* Collective: registers [buff, buff + size) as a window of comm.  local is
+ * this rank's argument check: a rank with bad arguments still takes part, so
+ * that every rank returns the error instead of waiting for it. */
+mpccl_status_t mpccl_win_register(ncclComm_t comm, void *buff, size_t size, int flags, mpccl_status_t local,
+                                  ncclWindow_t *out);
+/* Local. */
+mpccl_status_t mpccl_win_deregister(ncclComm_t comm, ncclWindow_t w);
+
+/* register.c */
+mpccl_status_t mpccl_reg_register(ncclComm_t comm, void *buff, size_t size, void **handle);
+mpccl_status_t mpccl_reg_deregister(ncclComm_t comm, void *handle);
+void mpccl_reg_free(ncclComm_t comm, mpccl_reg_t *r);
+
+/* Collective: every rank passes its local status; returns it when it is an
+ * error, else the first error of another rank (the same on every rank).  what
+ * names the call for the message. */
+mpccl_status_t mpccl_win_agree(ncclComm_t comm, mpccl_status_t st, const char *what);
+/* Collective: allgathers a variable-length blob per rank (remote keys, IPC
+ * descriptions); *all holds nranks slots of *stride bytes, each starting with
+ * its length as a uint64_t.  Agreement included (a rank failing to allocate
+ * makes every rank fail).  Free *all. */
+mpccl_status_t mpccl_win_allgather_blobs(ncclComm_t comm, const void *mine, size_t len, unsigned char **all,
+                                         size_t *stride);
+
+/* onesided.c: checked calls, dispatched to the host or GPU half.  Inside a
+ * group a wait runs at ncclGroupEnd (after the group's puts and signals are
+ * issued), so ranks that wait before they signal in a group do not deadlock. */
+mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, size_t count, ncclDataType_t dt,
+                                int peer, ncclWindow_t win, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
+                                cudaStream_t stream);
+mpccl_status_t mpccl_wait_signal(int ndesc, const ncclWaitSignalDesc_t *descs, ncclComm_t comm,
+                                 cudaStream_t stream);
+
+/* onesided_host.c: host communicators (UCX RMA).  Setup functions are
+ * collective and agree on failure. */
+mpccl_status_t mpccl_host_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
+void mpccl_host_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
+mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w);
+void mpccl_host_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w);
+mpccl_status_t mpccl_host_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
+                                     struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx);
+mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs);
+
+#ifdef MPCCL_HAVE_CUDA
+/* onesided_gpu.c: GPU communicators (peers on this node). */
+mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
+void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
+mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w);
+void mpccl_gpu_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w);
+mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
+                                    struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx,
+                                    cudaStream_t stream);
+mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
+                                     cudaStream_t stream);
+mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r);
+void mpccl_gpu_reg_free(ncclComm_t comm, mpccl_reg_t *r);
+#endif
+
+#endif
