@@ -60,13 +60,11 @@ static mpccl_status_t run_deferred(void *arg)
 {
     wait_batch_t *b = arg;
     ncclComm_t comm = b->comm;
-    mpccl_status_t st = mpccl_comm_enter_device(comm->cuda_dev);
-    if (st == MPCCL_OK) {
-        mpccl_log_set_rank(comm->rank);
-        pthread_mutex_lock(&comm->win->wait_lock);
-        st = run_wait(comm, b->n, b->descs, b->stream);
-        pthread_mutex_unlock(&comm->win->wait_lock);
-    }
+    /* (GPU waits make the communicator's device current themselves.) */
+    mpccl_log_set_rank(comm->rank);
+    pthread_mutex_lock(&comm->win->wait_lock);
+    mpccl_status_t st = run_wait(comm, b->n, b->descs, b->stream);
+    pthread_mutex_unlock(&comm->win->wait_lock);
     free(b);
     return st;
 }

@@ -360,6 +360,52 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+#ifdef T_CUDA
+/* GPU communicators: a put and a wait captured into a CUDA graph and replayed;
+ * each replay must move that replay's data (the wait counts in device memory,
+ * nothing baked in at capture). */
+START_TEST(test_graph_replay)
+{
+    if (!rma_supported()) {
+        T_END();
+        return;
+    }
+    int n = t_nranks, next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
+    size_t bytes = 3 * 4096 + 17;
+    unsigned char *wbuf = win_alloc(bytes), *src = perf_mem_alloc(&t_mem, bytes), *h = malloc(bytes);
+    ncclWindow_t win = NULL;
+    T_NCCL(ncclCommWindowRegister(t_comm, wbuf, bytes, &win, NCCL_WIN_DEFAULT));
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    T_EXPECT(cudaStreamBeginCapture(t_mem.stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "begin capture");
+    T_NCCL(ncclPutSignal(src, bytes, ncclUint8, next, win, 0, 0, 2, 0, t_comm, t_mem.stream));
+    ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = prev, .sigIdx = 0, .ctx = 2};
+    T_NCCL(ncclWaitSignal(1, &d, t_comm, t_mem.stream));
+    T_EXPECT(cudaStreamEndCapture(t_mem.stream, &graph) == cudaSuccess, "end capture");
+    T_EXPECT(graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+    for (int rep = 0; rep < 3 && exec && t_failures() == 0; rep++) {
+        fill(h, bytes, piece_seed(300 + rep, t_rank, next));
+        T_EXPECT(perf_mem_put(&t_mem, src, h, bytes) == 0, "upload");
+        T_EXPECT(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS, "barrier");
+        T_EXPECT(cudaGraphLaunch(exec, t_mem.stream) == cudaSuccess, "graph launch");
+        T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream sync failed");
+        T_EXPECT(perf_mem_get(&t_mem, h, wbuf, bytes) == 0, "download");
+        char what[64];
+        snprintf(what, sizeof(what), "graph replay %d from rank %d", rep, prev);
+        check(h, bytes, piece_seed(300 + rep, prev, t_rank), what);
+        T_EXPECT(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS, "barrier");
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    T_NCCL(ncclCommWindowDeregister(t_comm, win));
+    free(h);
+    perf_mem_free(&t_mem, src);
+    win_free(wbuf);
+    T_END();
+}
+END_TEST
+#endif
+
 static Suite *onesided_suite(void)
 {
     Suite *s = suite_create("onesided");
@@ -369,6 +415,9 @@ static Suite *onesided_suite(void)
     tcase_add_test(tc, test_alltoall_rounds);
     tcase_add_test(tc, test_opcnt_order);
     tcase_add_test(tc, test_bad_input);
+#ifdef T_CUDA
+    if (t_mem.gpu) tcase_add_test(tc, test_graph_replay); /* GPU communicators only */
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
