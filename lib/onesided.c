@@ -4,7 +4,8 @@
  *
  * Groups: puts and signals are issued when called (they never wait for a
  * peer, so issuing them early cannot deadlock, and one peer's operations keep
- * program order); waits are deferred to ncclGroupEnd, after everything the
+ * program order) and, on host communicators, complete together at
+ * ncclGroupEnd; waits are deferred to ncclGroupEnd, after everything the
  * group issues, so {wait; put} on both ranks of a pair completes as in NCCL.
  * The deferral rides on the group's deferred-init list (group.h), which runs
  * at the outermost ncclGroupEnd before the group's collectives. */
@@ -17,6 +18,17 @@
 #include "group.h"
 #include "log.h"
 #include "win.h"
+
+/* ncclGroupEnd: completes the host puts the group left in flight. */
+static mpccl_status_t run_flush(void *arg)
+{
+    ncclComm_t comm = arg;
+    pthread_mutex_lock(&comm->win->wait_lock);
+    comm->win->flush_queued = 0;
+    mpccl_status_t st = mpccl_host_flush(comm);
+    pthread_mutex_unlock(&comm->win->wait_lock);
+    return st;
+}
 
 mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, size_t count, ncclDataType_t dt,
                                 int peer, ncclWindow_t win, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
@@ -34,7 +46,12 @@ mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, s
 #else
     (void)stream;
 #endif
-    return mpccl_host_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx);
+    if (mpccl_group_depth() == 0) return mpccl_host_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, 0);
+    if (!comm->win->flush_queued) {
+        MPCCL_CHECK(mpccl_group_defer_init(run_flush, comm));
+        comm->win->flush_queued = 1;
+    }
+    return mpccl_host_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, 1);
 }
 
 typedef struct wait_batch {

@@ -4,7 +4,8 @@
  * area: the fence makes the data complete at the target before the add
  * begins, and orders it after every earlier operation of this rank, so puts
  * and signals to one peer keep program order.  Calls complete locally before
- * returning (host communicators have no stream): the source may be reused. */
+ * returning (host communicators have no stream): the source may be reused;
+ * inside a group, at ncclGroupEnd (the group's puts are in flight together). */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,11 @@ static mpccl_status_t unpack_all(ncclComm_t comm, const unsigned char *all, size
     return MPCCL_OK;
 }
 
-static void destroy_rkeys(void **rkeys, int n)
+/* Remote keys belong to the worker (UCX keeps small ones in its pools):
+ * once ncclCommFinalize closed the transport they went with it. */
+static void destroy_rkeys(ncclComm_t comm, void **rkeys)
 {
-    for (int r = 0; rkeys && r < n; r++) mpccl_ucx_rkey_destroy(rkeys[r]);
+    for (int r = 0; rkeys && comm->transport && r < comm->nranks; r++) mpccl_ucx_rkey_destroy(rkeys[r]);
     free(rkeys);
 }
 
@@ -49,7 +52,7 @@ static mpccl_status_t map_and_exchange(ncclComm_t comm, void *addr, size_t len, 
     MPCCL_CHECK_GOTO(mpccl_win_agree(comm, st, what), st, fail);
     return MPCCL_OK;
 fail:
-    destroy_rkeys(*peer_rkey, n);
+    destroy_rkeys(comm, *peer_rkey);
     free(*peer_addr);
     *peer_rkey = NULL;
     *peer_addr = NULL;
@@ -78,7 +81,7 @@ mpccl_status_t mpccl_host_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
 
 void mpccl_host_sig_free(ncclComm_t comm, mpccl_win_state_t *ws)
 {
-    destroy_rkeys(ws->peer_sig_rkey, comm->nranks);
+    destroy_rkeys(comm, ws->peer_sig_rkey);
     free(ws->peer_sig_addr);
     mpccl_ucx_mem_unmap(&ws->sig_mem);
     free(ws->sig);
@@ -100,7 +103,7 @@ mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w
 
 void mpccl_host_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w)
 {
-    destroy_rkeys(w->peer_rkey, comm->nranks);
+    destroy_rkeys(comm, w->peer_rkey);
     free(w->peer_addr);
     mpccl_ucx_mem_unmap(&w->mem);
     w->peer_rkey = NULL;
@@ -115,43 +118,101 @@ static double now_s(void)
 }
 
 /* Progresses comm's transport until every request of reqs is done, yielding
- * when idle (oversubscribed ranks). */
+ * when idle (oversubscribed ranks); bounded by MPCCL_OP_TIMEOUT, after which
+ * the requests are detached (their storage may then go). */
 static mpccl_status_t wait_reqs(ncclComm_t comm, mpccl_req_t *reqs, int n)
 {
     mpccl_transport_t *t = comm->transport;
+    int64_t timeout = mpccl_config_int("OP_TIMEOUT");
+    double start = timeout > 0 ? now_s() : 0;
     unsigned idle = 0;
     for (;;) {
         int pending = 0;
         for (int i = 0; i < n; i++)
             if (!__atomic_load_n(&reqs[i].done, __ATOMIC_ACQUIRE)) pending++;
         if (!pending) break;
-        if (t->ops->progress(t)) idle = 0;
-        else if (++idle > 16) t->ops->idle(t);
+        if (t->ops->progress(t)) {
+            idle = 0;
+            continue;
+        }
+        if (++idle > 16) t->ops->idle(t);
+        if (timeout > 0 && now_s() - start > (double)timeout) {
+            for (int i = 0; i < n; i++) t->ops->cancel(t, &reqs[i]);
+            return mpccl_fail(MPCCL_ERR_REMOTE, "ncclPutSignal: rank %d: a put did not complete within "
+                                                "MPCCL_OP_TIMEOUT=%lld s", comm->rank, (long long)timeout);
+        }
     }
     for (int i = 0; i < n; i++)
         if (reqs[i].status != MPCCL_OK) return reqs[i].status;
     return MPCCL_OK;
 }
 
+/* The requests of one put (data, then signal); on the heap while a group
+ * keeps it in flight, since UCX writes their completion later. */
+typedef struct mpccl_host_put {
+    mpccl_req_t reqs[2];
+    int n;
+    struct mpccl_host_put *next;
+} mpccl_host_put_t;
+
 mpccl_status_t mpccl_host_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                     struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx)
+                                     struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx, int defer)
 {
     mpccl_win_state_t *ws = comm->win;
     mpccl_transport_t *t = comm->transport;
-    mpccl_req_t reqs[2];
-    memset(reqs, 0, sizeof(reqs));
-    int n = 0;
+    mpccl_host_put_t local, *op = &local;
+    if (defer && !(op = malloc(sizeof(*op))))
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclPutSignal: out of memory for a grouped put");
+    memset(op, 0, sizeof(*op));
+    mpccl_status_t st = MPCCL_OK;
     if (w && bytes) {
-        MPCCL_CHECK(t->ops->put(t, peer, src, bytes, w->peer_addr[peer] + offset, w->peer_rkey[peer], &reqs[n]));
-        n++;
-        MPCCL_CHECK(mpccl_ucx_fence(t));
+        MPCCL_CHECK_GOTO(t->ops->put(t, peer, src, bytes, w->peer_addr[peer] + offset, w->peer_rkey[peer],
+                                     &op->reqs[op->n]),
+                         st, fail);
+        op->n++;
+        MPCCL_CHECK_GOTO(mpccl_ucx_fence(t), st, fail);
     }
     uint64_t addr = ws->peer_sig_addr[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank) * sizeof(uint64_t);
-    MPCCL_CHECK(t->ops->atomic_add(t, peer, 1, addr, ws->peer_sig_rkey[peer], &reqs[n]));
-    n++;
+    MPCCL_CHECK_GOTO(t->ops->atomic_add(t, peer, 1, addr, ws->peer_sig_rkey[peer], &op->reqs[op->n]), st, fail);
+    op->n++;
     /* No fence after the add: a later put to this peer is preceded by its own
      * fence, and counters only add (their order does not matter). */
-    return wait_reqs(comm, reqs, n);
+    if (!defer) return wait_reqs(comm, op->reqs, op->n);
+    /* In a group: in flight together with the group's other puts, completed
+     * by mpccl_host_flush at ncclGroupEnd. */
+    op->next = ws->host_puts;
+    ws->host_puts = op;
+    return MPCCL_OK;
+fail:
+    /* Posted requests must finish before their storage goes away. */
+    if (op->n) wait_reqs(comm, op->reqs, op->n);
+    if (op != &local) free(op);
+    return st;
+}
+
+void mpccl_host_drop(ncclComm_t comm)
+{
+    mpccl_win_state_t *ws = comm->win;
+    while (ws->host_puts) {
+        mpccl_host_put_t *op = ws->host_puts;
+        ws->host_puts = op->next;
+        for (int i = 0; i < op->n; i++) comm->transport->ops->cancel(comm->transport, &op->reqs[i]);
+        free(op);
+    }
+}
+
+mpccl_status_t mpccl_host_flush(ncclComm_t comm)
+{
+    mpccl_win_state_t *ws = comm->win;
+    mpccl_status_t st = MPCCL_OK;
+    while (ws->host_puts) {
+        mpccl_host_put_t *op = ws->host_puts;
+        ws->host_puts = op->next;
+        mpccl_status_t s = wait_reqs(comm, op->reqs, op->n);
+        if (st == MPCCL_OK) st = s;
+        free(op);
+    }
+    return st;
 }
 
 mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs)

@@ -234,6 +234,9 @@ void mpccl_win_release(ncclComm_t comm)
 {
     mpccl_win_state_t *ws = comm->win;
     if (!ws) return;
+    /* Puts of a group that never ended: detached from their requests, which
+     * the transport's close then drops. */
+    if (!comm->gpu && comm->transport) mpccl_host_drop(comm);
     while (ws->wins) {
         struct ncclWindow_vidmem *w = ws->wins;
         ws->wins = w->next;

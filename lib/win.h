@@ -74,6 +74,8 @@ typedef struct mpccl_win_state {
     mpccl_ucx_mem_t sig_mem;
     uint64_t *peer_sig_addr; /* [nranks] */
     void **peer_sig_rkey;    /* [nranks] */
+    struct mpccl_host_put *host_puts; /* puts of the current group still in flight */
+    int flush_queued;        /* a flush of host_puts waits for ncclGroupEnd */
     /* GPU comms */
     struct mpccl_win_gpu *gpu;
 } mpccl_win_state_t;
@@ -127,8 +129,12 @@ mpccl_status_t mpccl_host_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
 void mpccl_host_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
 mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w);
 void mpccl_host_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w);
+/* defer: leave the put in flight (a group); mpccl_host_flush completes it. */
 mpccl_status_t mpccl_host_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                     struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx);
+                                     struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx, int defer);
+mpccl_status_t mpccl_host_flush(ncclComm_t comm);
+/* Detaches and frees puts still in flight (communicator release). */
+void mpccl_host_drop(ncclComm_t comm);
 mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs);
 
 #ifdef MPCCL_HAVE_CUDA

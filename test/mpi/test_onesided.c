@@ -153,6 +153,48 @@ START_TEST(test_register)
 }
 END_TEST
 
+/* Windows and registrations still live when a communicator goes are
+ * released with it: by ncclCommDestroy after ncclCommFinalize (which closed
+ * the transport first), and by ncclCommAbort, each after a put just used them. */
+START_TEST(test_release_with_comm)
+{
+    if (!rma_supported()) {
+        T_END();
+        return;
+    }
+    size_t bytes = 8192;
+    int n = t_nranks, next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
+    for (int how = 0; how < 2; how++) {
+        ncclComm_t sub = NULL;
+        ncclWindow_t w = NULL;
+        void *h = NULL;
+        unsigned char *wbuf = win_alloc(bytes), *src = perf_mem_alloc(&t_mem, bytes), *hb = malloc(bytes);
+        T_NCCL(ncclCommSplit(t_comm, 0, t_rank, &sub, NULL));
+        T_NCCL(ncclCommWindowRegister(sub, wbuf, bytes, &w, NCCL_WIN_DEFAULT));
+        T_NCCL(ncclCommRegister(sub, src, bytes, &h));
+        fill(hb, bytes, piece_seed(400 + how, t_rank, next));
+        T_EXPECT(perf_mem_put(&t_mem, src, hb, bytes) == 0, "upload");
+        T_NCCL(ncclPutSignal(src, bytes, ncclUint8, next, w, 0, 0, 0, 0, sub, t_mem.stream));
+        ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = prev, .sigIdx = 0, .ctx = 0};
+        T_NCCL(ncclWaitSignal(1, &d, sub, t_mem.stream));
+        T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream sync failed");
+        T_EXPECT(perf_mem_get(&t_mem, hb, wbuf, bytes) == 0, "download");
+        check(hb, bytes, piece_seed(400 + how, prev, t_rank), how ? "put before abort" : "put before finalize");
+        T_EXPECT(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS, "barrier");
+        if (how == 0) {
+            T_NCCL(ncclCommFinalize(sub));
+            T_NCCL(ncclCommDestroy(sub)); /* releases w and h after the transport closed */
+        } else {
+            T_NCCL(ncclCommAbort(sub));
+        }
+        free(hb);
+        perf_mem_free(&t_mem, src);
+        win_free(wbuf);
+    }
+    T_END();
+}
+END_TEST
+
 /* Every rank puts a piece into every peer's window at offset rank * blk, for
  * several rounds (contexts rotate); a signal barrier separates rounds so no
  * piece is overwritten before its check. */
@@ -412,6 +454,7 @@ static Suite *onesided_suite(void)
     TCase *tc = t_tcase("onesided");
     tcase_add_test(tc, test_properties);
     tcase_add_test(tc, test_register);
+    tcase_add_test(tc, test_release_with_comm);
     tcase_add_test(tc, test_alltoall_rounds);
     tcase_add_test(tc, test_opcnt_order);
     tcase_add_test(tc, test_bad_input);
