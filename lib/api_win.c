@@ -1,11 +1,13 @@
 /* Registration, windows, one-sided operations and communicator properties
  * (NCCL 2.29): argument checks, then lib/win.c, register.c, onesided.c. */
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "argcheck.h"
 #include "argcheck_win.h"
+#include "group.h"
 #include "win.h"
 
 MPCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size, void **handle)
@@ -29,6 +31,32 @@ MPCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle)
     return mpccl_result(st);
 }
 
+typedef struct win_job {
+    ncclComm_t comm;
+    void *buff;
+    size_t size;
+    int flags;
+    mpccl_status_t local;
+    ncclWindow_t *win;
+} win_job_t;
+
+/* Inside a group the registration runs at ncclGroupEnd, beside the group's
+ * other registrations (each in its own thread): one thread may register a
+ * window on several ranks of one communicator, as with NCCL. */
+static mpccl_status_t run_win_job(void *arg)
+{
+    win_job_t *j = arg;
+    ncclWindow_t w = NULL;
+    /* Deferred waits of the same group may drive this communicator's worker
+     * in another thread meanwhile. */
+    pthread_mutex_lock(&j->comm->win->wait_lock);
+    mpccl_status_t st = mpccl_win_register(j->comm, j->buff, j->size, j->flags, j->local, &w);
+    pthread_mutex_unlock(&j->comm->win->wait_lock);
+    if (st == MPCCL_OK) *j->win = w;
+    free(j);
+    return st;
+}
+
 MPCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
           int winFlags)
 {
@@ -37,9 +65,20 @@ MPCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, siz
     if (st != MPCCL_OK) return mpccl_result(st);
     /* Collective: a rank with bad arguments still joins, so all ranks fail. */
     mpccl_status_t local = mpccl_check_win_register(fn, comm, buff, size, win, winFlags);
+    if (mpccl_group_depth() > 0) {
+        mpccl_win_state_t *ws;
+        MPCCL_CHECK_GOTO(mpccl_win_state(comm, &ws), st, out); /* holds the lock the job takes */
+        win_job_t *j = malloc(sizeof(*j));
+        if (!j) return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));
+        *j = (win_job_t){.comm = comm, .buff = buff, .size = size, .flags = winFlags, .local = local, .win = win};
+        st = mpccl_group_defer_init(run_win_job, j);
+        if (st != MPCCL_OK) free(j);
+        return mpccl_result(st);
+    }
     ncclWindow_t w = NULL;
     st = mpccl_win_register(comm, buff, size, winFlags, local, &w);
     if (st == MPCCL_OK) *win = w;
+out:
     return mpccl_result(st);
 }
 

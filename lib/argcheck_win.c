@@ -104,5 +104,5 @@ mpccl_status_t mpccl_check_wait(ncclComm_t comm, int ndesc, const ncclWaitSignal
             return mpccl_fail(MPCCL_ERR_ARG, "%s: %sopCnt = %d, expected >= 0", fn, pfx, descs[i].opCnt);
         MPCCL_CHECK(check_fields(fn, pfx, comm, descs[i].peer, descs[i].sigIdx, descs[i].ctx));
     }
-    return check_sig_ready(fn, comm);
+    return ndesc ? check_sig_ready(fn, comm) : MPCCL_OK;
 }

@@ -1,0 +1,94 @@
+/* One thread drives every rank of host communicators made by ncclCommInitAll:
+ * window registration, puts and waits must be grouped (NCCL's rule for several
+ * ranks per thread) and complete at ncclGroupEnd.  Public API only; host
+ * communicators (CUDA_VISIBLE_DEVICES is emptied before anything starts). */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nccl.h"
+
+#define N 4
+#define BLK 4093 /* bytes per piece, odd */
+
+static unsigned long long seed;
+
+static unsigned char byte(int round, int src, int dst, size_t i)
+{
+    unsigned long long x = seed + (unsigned long long)round * 1000003u + (unsigned long long)src * 7919u +
+                           (unsigned long long)dst * 104729u + i * 2654435761u;
+    x ^= x >> 31;
+    return (unsigned char)(x * 0x9e3779b97f4a7c15ULL >> 56);
+}
+
+START_TEST(grouped_windows_and_all_to_all)
+{
+    ncclComm_t comms[N];
+    ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+    unsigned char *wbuf[N], *src[N];
+    ncclWindow_t win[N];
+    for (int r = 0; r < N; r++) {
+        ck_assert_int_eq(posix_memalign((void **)&wbuf[r], NCCL_WIN_REQUIRED_ALIGNMENT, (size_t)N * BLK), 0);
+        memset(wbuf[r], 0, (size_t)N * BLK);
+        src[r] = malloc((size_t)N * BLK);
+    }
+    /* Registration is collective: without a group one thread would wait
+     * forever for its other ranks. */
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++)
+        ck_assert_int_eq(ncclCommWindowRegister(comms[r], wbuf[r], (size_t)N * BLK, &win[r], NCCL_WIN_DEFAULT),
+                         ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    for (int round = 0; round < 3; round++) {
+        for (int r = 0; r < N; r++)
+            for (int p = 0; p < N; p++)
+                for (size_t i = 0; i < BLK; i++) src[r][(size_t)p * BLK + i] = byte(round, r, p, i);
+        /* Waits come first: they run at ncclGroupEnd, after every put. */
+        ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+        for (int r = 0; r < N; r++) {
+            ncclWaitSignalDesc_t d[N];
+            for (int p = 0; p < N; p++) d[p] = (ncclWaitSignalDesc_t){.opCnt = 1, .peer = p, .sigIdx = 0, .ctx = round % 4};
+            ck_assert_int_eq(ncclWaitSignal(N, d, comms[r], NULL), ncclSuccess);
+        }
+        for (int r = 0; r < N; r++)
+            for (int p = 0; p < N; p++)
+                ck_assert_int_eq(ncclPutSignal(src[r] + (size_t)p * BLK, BLK, ncclUint8, p, win[r], (size_t)r * BLK,
+                                               0, round % 4, 0, comms[r], NULL),
+                                 ncclSuccess);
+        ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+        for (int r = 0; r < N; r++)
+            for (int p = 0; p < N; p++)
+                for (size_t i = 0; i < BLK; i++)
+                    ck_assert_msg(wbuf[r][(size_t)p * BLK + i] == byte(round, p, r, i),
+                                  "round %d: rank %d, piece from %d, byte %zu: %u, expected %u", round, r, p, i,
+                                  wbuf[r][(size_t)p * BLK + i], byte(round, p, r, i));
+    }
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommWindowDeregister(comms[r], win[r]), ncclSuccess);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+        free(wbuf[r]);
+        free(src[r]);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    setenv("CUDA_VISIBLE_DEVICES", "", 1); /* host communicators */
+    const char *s = getenv("MPCCL_TEST_SEED");
+    seed = s ? strtoull(s, NULL, 0) : (unsigned long long)time(NULL);
+    printf("test_onesided_inproc: seed %llu (MPCCL_TEST_SEED to repeat)\n", seed);
+    Suite *su = suite_create("onesided_inproc");
+    TCase *tc = tcase_create("grouped");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, grouped_windows_and_all_to_all);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
