@@ -107,9 +107,15 @@ mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
     int saved = -1;
     if (st == MPCCL_OK) st = mpccl_cuda_push_device(comm->cuda_dev, &saved);
     if (st == MPCCL_OK) {
+        /* Zeroed on a private stream and waited for: before any peer can add,
+         * without touching the user's streams. */
+        cudaStream_t s = NULL;
         cudaError_t e = cudaMalloc(&g->area, bytes);
-        if (e == cudaSuccess) e = cudaMemset(g->area, 0, bytes); /* synchronous: before any peer may add */
-        if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaMalloc/cudaMemset (signal counters)");
+        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaMemsetAsync(g->area, 0, bytes, s);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+        if (s) cudaStreamDestroy(s);
+        if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaMalloc/cudaMemsetAsync (signal counters)");
         mpccl_cuda_restore_device(saved);
     }
     st = mpccl_win_agree(comm, st, "signal area setup");
