@@ -1,0 +1,203 @@
+/* Ping-pong between ranks 0 and 1: ncclPutSignal + ncclWaitSignal on a window
+ * next to ncclSend/ncclRecv, same buffers, same run.  Prints the half round
+ * trip and the bandwidth it implies per size.  Other ranks only take part in
+ * the collective window registration.
+ *
+ *   mpirun -np 2 ./onesided_pingpong [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP]
+ *
+ * On GPU communicators every iteration is enqueued on the stream (the two
+ * ranks meet through device-side signals) and the stream is synchronised once
+ * per size; on host communicators each call completes before returning.  The
+ * first exchange of each size is checked byte for byte. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpccl_mpi.h"
+#include "nccl.h"
+#include "perf_mem.h"
+
+#if defined(__has_include) && !defined(MPCCL_NO_CUDA)
+#if __has_include(<cuda_runtime.h>)
+#include <cuda_runtime.h>
+#define PP_CUDA 1
+#endif
+#endif
+
+#define CHECK_NCCL(call)                                                                                   \
+    do {                                                                                                   \
+        ncclResult_t r_ = (call);                                                                          \
+        if (r_ != ncclSuccess) {                                                                           \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_), \
+                    ncclGetLastError(NULL));                                                               \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                  \
+        }                                                                                                  \
+    } while (0)
+
+static ncclComm_t comm;
+static perf_mem_t mem;
+static int rank;
+
+/* Window memory: 4096-aligned host memory, or cudaMalloc (2 MiB granularity). */
+static void *win_alloc(size_t bytes)
+{
+    void *p = NULL;
+#ifdef PP_CUDA
+    if (mem.gpu) return cudaMalloc(&p, bytes < (2u << 20) ? (2u << 20) : bytes) == cudaSuccess ? p : NULL;
+#endif
+    return posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, bytes) == 0 ? p : NULL;
+}
+
+static void win_free(void *p)
+{
+#ifdef PP_CUDA
+    if (mem.gpu) {
+        cudaFree(p);
+        return;
+    }
+#endif
+    free(p);
+}
+
+/* One round trip of size bytes: rank 0 puts and waits, rank 1 waits and puts. */
+static void putsig_round(void *src, size_t bytes, ncclWindow_t win)
+{
+    int peer = 1 - rank;
+    ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = peer, .sigIdx = 0, .ctx = 0};
+    if (rank == 1) CHECK_NCCL(ncclWaitSignal(1, &d, comm, mem.stream));
+    CHECK_NCCL(ncclPutSignal(src, bytes, ncclUint8, peer, win, 0, 0, 0, 0, comm, mem.stream));
+    if (rank == 0) CHECK_NCCL(ncclWaitSignal(1, &d, comm, mem.stream));
+}
+
+static void sendrecv_round(void *src, void *dst, size_t bytes)
+{
+    int peer = 1 - rank;
+    if (rank == 1) CHECK_NCCL(ncclRecv(dst, bytes, ncclUint8, peer, comm, mem.stream));
+    CHECK_NCCL(ncclSend(src, bytes, ncclUint8, peer, comm, mem.stream));
+    if (rank == 0) CHECK_NCCL(ncclRecv(dst, bytes, ncclUint8, peer, comm, mem.stream));
+}
+
+/* Seconds per round trip over iters rounds (after warmup). */
+static double time_rounds(int kind, void *src, void *dst, size_t bytes, ncclWindow_t win, int iters, int warmup)
+{
+    double t0 = 0;
+    for (int i = 0; i < warmup + iters; i++) {
+        if (i == warmup) {
+            perf_mem_sync(&mem);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        if (kind == 0) putsig_round(src, bytes, win);
+        else sendrecv_round(src, dst, bytes);
+    }
+    perf_mem_sync(&mem);
+    return (MPI_Wtime() - t0) / iters;
+}
+
+/* The first exchange of a size moves the peer's pattern into dst. */
+static int check_once(int kind, unsigned char *src, unsigned char *dst, size_t bytes, ncclWindow_t win)
+{
+    unsigned char *h = malloc(bytes);
+    for (size_t i = 0; i < bytes; i++) h[i] = (unsigned char)(rank * 131 + kind * 7 + i * 13 + bytes);
+    perf_mem_put(&mem, src, h, bytes);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (kind == 0) putsig_round(src, bytes, win);
+    else sendrecv_round(src, dst, bytes);
+    perf_mem_sync(&mem);
+    perf_mem_get(&mem, h, dst, bytes);
+    int bad = 0;
+    for (size_t i = 0; i < bytes && !bad; i++)
+        bad = h[i] != (unsigned char)((1 - rank) * 131 + kind * 7 + i * 13 + bytes);
+    free(h);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return bad;
+}
+
+/* 64, 4K, 1M, 2G */
+static size_t parse_size(const char *s)
+{
+    char *end;
+    size_t v = strtoull(s, &end, 0);
+    switch (*end) {
+    case 'k': case 'K': return v << 10;
+    case 'm': case 'M': return v << 20;
+    case 'g': case 'G': return v << 30;
+    default: return v;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    size_t minb = 8, maxb = 4 << 20;
+    int iters = 100, warmup = 10, opt, nranks, wrong = 0;
+    MPI_Init(&argc, &argv);
+    while ((opt = getopt(argc, argv, "b:e:n:w:")) != -1) {
+        switch (opt) {
+        case 'b': minb = parse_size(optarg); break;
+        case 'e': maxb = parse_size(optarg); break;
+        case 'n': iters = atoi(optarg); break;
+        case 'w': warmup = atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP]\n", argv[0]);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (minb == 0 || minb > maxb || iters < 1 || warmup < 0) {
+        if (rank == 0) fprintf(stderr, "onesided_pingpong: need 0 < MIN <= MAX and ITERS >= 1\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (nranks < 2) {
+        if (rank == 0) printf("onesided_pingpong needs 2 ranks or more\n");
+        MPI_Finalize();
+        return 0;
+    }
+    MPI_Comm node;
+    int local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    perf_mem_select_device(local);
+    CHECK_NCCL(mpcclCommInitMPI(&comm, MPI_COMM_WORLD, NULL));
+    if (perf_mem_init(&mem, comm)) MPI_Abort(MPI_COMM_WORLD, 1);
+    unsigned char *wbuf = win_alloc(maxb), *src = perf_mem_alloc(&mem, maxb), *dst = perf_mem_alloc(&mem, maxb);
+    if (!wbuf || !src || !dst) MPI_Abort(MPI_COMM_WORLD, 1);
+    ncclWindow_t win;
+    CHECK_NCCL(ncclCommWindowRegister(comm, wbuf, maxb, &win, NCCL_WIN_DEFAULT));
+    if (rank == 0)
+        printf("# ranks 0 <-> 1, %s memory, %d iterations\n# %12s %14s %12s %14s %12s\n", mem.gpu ? "GPU" : "host",
+               iters, "bytes", "putsig_us", "putsig_GB/s", "sendrecv_us", "sendrecv_GB/s");
+    for (size_t b = minb; b <= maxb; b *= 2) {
+        double tp = 0, ts = 0;
+        if (rank < 2) {
+            wrong |= check_once(0, src, wbuf, b, win);
+            wrong |= check_once(1, src, dst, b, win);
+        } else {
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        if (rank < 2) tp = time_rounds(0, src, dst, b, win, iters, warmup) / 2;
+        else MPI_Barrier(MPI_COMM_WORLD);
+        if (rank < 2) ts = time_rounds(1, src, dst, b, win, iters, warmup) / 2;
+        else MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("  %12zu %14.2f %12.3f %14.2f %12.3f\n", b, tp * 1e6, b / tp / 1e9, ts * 1e6, b / ts / 1e9);
+        if (b == maxb) break;
+    }
+    int all_wrong = 0;
+    MPI_Allreduce(&wrong, &all_wrong, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+    if (rank == 0) printf("# check: %s\n", all_wrong ? "WRONG DATA" : "ok");
+    CHECK_NCCL(ncclCommWindowDeregister(comm, win));
+    win_free(wbuf);
+    perf_mem_free(&mem, src);
+    perf_mem_free(&mem, dst);
+    perf_mem_fini(&mem);
+    CHECK_NCCL(ncclCommDestroy(comm));
+    MPI_Finalize();
+    return all_wrong ? 1 : 0;
+}
