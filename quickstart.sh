@@ -17,6 +17,9 @@ need_pkgs() {
     [ -f /usr/include/ucp/api/ucp.h ] || missing="$missing libucx-dev"
     pkg-config --exists check 2>/dev/null || missing="$missing check libsubunit-dev"
     command -v gcc >/dev/null 2>&1 && command -v make >/dev/null 2>&1 || missing="$missing build-essential"
+    /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || missing="$missing python3-numpy"
+    /usr/bin/python3 -c 'import mpi4py' >/dev/null 2>&1 || missing="$missing python3-mpi4py"
+    /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || missing="$missing python3-pytest"
     echo "$missing"
 }
 
