@@ -9,6 +9,7 @@
 #include "group.h"
 #include "log.h"
 #include "mpccl.h"
+#include "win.h"
 
 /* What a deferred init needs; freed by the init function. */
 typedef struct init_job {
@@ -317,7 +318,9 @@ MPCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
     mpccl_status_t st = mpccl_check_comm("ncclCommFinalize", comm);
     if (st != MPCCL_OK) return mpccl_result(st);
     /* Host operations are complete when their call returns; what is left to
-     * flush is the network: close the transport gracefully now. */
+     * flush is the network: release windows (their UCX keys belong to the
+     * transport's worker), then close the transport gracefully. */
+    mpccl_win_release(comm);
     if (comm->transport) comm->transport->ops->close(comm->transport, 0);
     comm->transport = NULL;
     comm->state = MPCCL_COMM_FINALIZED;

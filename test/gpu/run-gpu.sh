@@ -37,6 +37,13 @@ if [ "$ngpu" -ge 2 ]; then
 else
     step sh "$mpi" -t 500 -n 2 2 test/mpi/test_coll
 fi
+# registration, windows, put/signal/wait on GPU communicators
+if [ -x "$top_builddir/test/mpi/test_onesided" ]; then
+    step sh "$mpi" -t 300 "$ngpu" test/mpi/test_onesided
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_onesided
+    step sh "$mpi" -t 300 -n 2 2 test/mpi/test_onesided
+    step sh "$mpi" -t 300 2 examples/onesided_pingpong -b 8 -e 64M -n 200 -w 20
+fi
 # the MPI shim on device buffers
 if [ -x "$top_builddir/test/shim/test_shim" ]; then
     step timeout 300 ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
