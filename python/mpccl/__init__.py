@@ -19,6 +19,7 @@ from .resources import (CommResource, RegisteredBufferHandle, RegisteredWindowHa
 from .communicator import (Communicator, UniqueId, NCCLConfig, WaitSignalDesc, get_unique_id,
                            SPLIT_NOCOLOR)
 from .group import group, group_start, group_end
+from .memory import Buffer, mem_alloc, mem_free
 
 __version__ = "0.1.0"
 

@@ -88,6 +88,8 @@ stream_t = c_void_p
 # name: (restype, argtypes)
 _PROTOTYPES = {
     "ncclGetVersion": (R, [P(c_int)]),
+    "ncclMemAlloc": (R, [P(c_void_p), c_size_t]),
+    "ncclMemFree": (R, [c_void_p]),
     "ncclGetUniqueId": (R, [P(UniqueIdStruct)]),
     "ncclCommInitRankConfig": (R, [P(comm_t), c_int, UniqueIdStruct, c_int, P(ConfigStruct)]),
     "mpcclCommInitOob": (R, [P(comm_t), c_int, c_int, P(OobOpsStruct), c_void_p, P(ConfigStruct)]),

@@ -149,3 +149,19 @@ def test_destroy_releases_window(comm):
     assert not w.is_valid
     with pytest.raises(RuntimeError):
         w.handle
+
+
+def test_mem_alloc():
+    """ncclMemAlloc: CUDA memory where the library has CUDA and a device;
+    elsewhere the library's error comes through as an exception."""
+    try:
+        buf = mpccl.mem_alloc(1 << 16)
+    except mpccl.NcclError as exc:
+        assert exc.message and "ncclMemAlloc" in str(exc)
+        return
+    assert buf.is_valid and buf.size == 1 << 16
+    assert buf.__cuda_array_interface__["data"][0] == buf.ptr
+    mpccl.mem_free(buf)
+    buf.free()  # idempotent
+    with pytest.raises(RuntimeError):
+        buf.ptr
