@@ -13,6 +13,14 @@ if [ ! -f "$lib" ]; then
 fi
 lib=$(cd "$(dirname "$lib")" && pwd)/libmpccl.so
 
+# Set before probing: importing mpi4py.MPI initializes MPI (as root in CI).
+PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}"
+MPCCL_LIBRARY=$lib
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH MPCCL_LIBRARY OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PYTHONDONTWRITEBYTECODE
+
 # Debian's NumPy/mpi4py/pytest belong to /usr/bin/python3; a pyenv or venv
 # python3 earlier on PATH usually lacks them, so the system one comes first.
 has_modules() {
@@ -29,12 +37,6 @@ if [ -z "$py" ]; then
 fi
 command -v "$MPIRUN" >/dev/null 2>&1 || { echo "run-pytest.sh: SKIP: no $MPIRUN"; exit 77; }
 
-PYTHONPATH="$top_srcdir/python${PYTHONPATH:+:$PYTHONPATH}"
-MPCCL_LIBRARY=$lib
-OMPI_ALLOW_RUN_AS_ROOT=1
-OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-PYTHONDONTWRITEBYTECODE=1
-export PYTHONPATH MPCCL_LIBRARY OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PYTHONDONTWRITEBYTECODE
 echo "run-pytest.sh: $py ($("$py" --version 2>&1)), MPCCL_LIBRARY=$lib"
 
 status=0
