@@ -18,7 +18,7 @@ from .resources import (CommResource, RegisteredBufferHandle, RegisteredWindowHa
                         CustomRedOp, DevCommResource)
 from .communicator import (Communicator, UniqueId, NCCLConfig, WaitSignalDesc, get_unique_id,
                            SPLIT_NOCOLOR)
-from .group import group, group_start, group_end
+from ._group import group, group_start, group_end
 from .memory import Buffer, mem_alloc, mem_free
 
 __version__ = "0.1.0"
@@ -39,4 +39,5 @@ def get_error_string(result):
     return msg.decode() if msg else ""
 
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [name for name, value in list(globals().items())
+           if not name.startswith("_") and type(value).__name__ != "module"]
