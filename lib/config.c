@@ -63,6 +63,8 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"SHIM_HOST", NULL, "0", "shim test mode: host buffers count as GPU buffers (processes without a GPU only)", NULL,
      NULL},
+    {"LIBRARY", NULL, "", "Python bindings (python/mpccl): the libmpccl.so to load (read by Python, not here)",
+     NULL, NULL},
     {"OP_TIMEOUT", NULL, "0",
      "seconds a host collective may wait for peers before failing with ncclRemoteError (0: forever)",
      NULL, NULL},
