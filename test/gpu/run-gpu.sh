@@ -49,6 +49,12 @@ if [ -x "$top_builddir/test/shim/test_shim" ]; then
     step timeout 300 ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
         -x LD_PRELOAD="$top_builddir/.libs/libmpccl_shim.so" "$top_builddir/test/shim/test_shim" --gpu --expect route
 fi
+# the Python bindings on GPU buffers (CuPy / PyTorch when present)
+if /usr/bin/python3 -c 'import mpi4py, pytest' >/dev/null 2>&1; then
+    step timeout 300 env PYTHONPATH="$here/../../python" MPCCL_LIBRARY="$top_builddir/.libs/libmpccl.so" \
+        ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
+        -x PYTHONPATH -x MPCCL_LIBRARY /usr/bin/python3 -m pytest -q "$here/../../python/tests_gpu"
+fi
 # the benchmark with checking
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
 # memory and race checking of a small configuration
