@@ -78,10 +78,12 @@ if [ -n "$fc" ]; then
         # mpif.h code passes buffers of every type to one routine: gfortran >= 10
         # needs -fallow-argument-mismatch for that (older ones reject the flag)
         flags=
-        [ $f = test_shim_f ] && echo "end" > "$exe.f90" &&
-            "$fc" -fallow-argument-mismatch -o "$exe.chk" "$exe.f90" >/dev/null 2>&1 &&
+        # (probe files get their own name: in an in-tree build $exe.f90 is the source)
+        probe=$top_builddir/test/shim/fc_probe_$$
+        [ $f = test_shim_f ] && echo "end" > "$probe.f90" &&
+            "$fc" -fallow-argument-mismatch -o "$probe.chk" "$probe.f90" >/dev/null 2>&1 &&
             flags="-fallow-argument-mismatch -w"
-        rm -f "$exe.f90" "$exe.chk"
+        rm -f "$probe.f90" "$probe.chk"
         # shellcheck disable=SC2086
         if ! "$fc" -O1 $flags -o "$exe" "$top_srcdir/test/shim/$f.f90"; then
             echo "FAIL: $fc could not build $f.f90"
