@@ -93,9 +93,11 @@ mpccl_status_t mpccl_algo_allgather_direct(mpccl_gen_t *g)
     int n = g->world.n, me = g->world.me;
     uint64_t count = g->d->count;
     mpccl_ref_t in = mpccl_ref(MPCCL_BUF_IN, 0);
-    for (int i = 1; i < n; i++) mpccl_b_send(b, mod(me + i, n), in, count, NULL, 0);
+    /* Pairwise order (send to me+i, receive from me-i): a windowed executor
+     * never waits on a sender that has not reached the matching step. */
     for (int i = 1; i < n; i++) {
         int from = mod(me - i, n);
+        mpccl_b_send(b, mod(me + i, n), in, count, NULL, 0);
         mpccl_b_recv(b, from, mpccl_ref(MPCCL_BUF_OUT, (uint64_t)from * count), count, NULL, 0);
     }
     if (!g->alias) mpccl_b_copy(b, mpccl_ref(MPCCL_BUF_OUT, (uint64_t)me * count), in, count, NULL, 0);
@@ -129,10 +131,6 @@ mpccl_status_t mpccl_algo_reducescatter_direct(mpccl_gen_t *g)
     int n = g->world.n, me = g->world.me;
     uint64_t count = g->d->count;
     mpccl_ref_t out = mpccl_ref(MPCCL_BUF_OUT, 0), cur = mpccl_ref(MPCCL_BUF_IN, (uint64_t)me * count);
-    for (int i = 1; i < n; i++) {
-        int to = mod(me + i, n);
-        mpccl_b_send(b, to, mpccl_ref(MPCCL_BUF_IN, (uint64_t)to * count), count, NULL, 0);
-    }
     if (n == 1) {
         if (!g->alias) mpccl_b_copy(b, out, cur, count, NULL, 0);
     } else {
@@ -140,6 +138,9 @@ mpccl_status_t mpccl_algo_reducescatter_direct(mpccl_gen_t *g)
         mpccl_pool_init(b, &pool, (uint32_t)(n - 1 < 4 ? n - 1 : 4), count);
         uint32_t last = MPCCL_NONE;
         for (int i = 1; i < n; i++) {
+            /* Pairwise order, as in the allgather above. */
+            int to = mod(me + i, n);
+            mpccl_b_send(b, to, mpccl_ref(MPCCL_BUF_IN, (uint64_t)to * count), count, NULL, 0);
             mpccl_ref_t slot;
             uint32_t war, si = mpccl_pool_get(&pool, &slot, &war);
             uint32_t rv = mpccl_b_recv(b, mod(me - i, n), slot, count, MPCCL_DEPS(war));

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "algo.h"
 
@@ -112,6 +113,67 @@ START_TEST(model_choice_same_on_every_rank)
             }
         }
     }
+}
+END_TEST
+
+/* The GPU engine keeps only a window of steps in progress per CTA.  Direct
+ * exchanges must complete under that restriction for any rank count: each rank
+ * may work only on its first W unfinished messages, and a message moves only
+ * when the sender and the receiver both have it in their windows. */
+#define WIN_RANKS 70
+#define WIN 4
+typedef struct { int peer, is_send; } msg_t;
+
+static int windowed_run_completes(int n, mpccl_coll_t c)
+{
+    static msg_t msgs[WIN_RANKS][2 * WIN_RANKS];
+    int nmsg[WIN_RANKS] = {0}, head[WIN_RANKS] = {0};
+    static char done[WIN_RANKS][2 * WIN_RANKS];
+    topo_buf_t tb;
+    mpccl_plan_params_t p = {1 << 20, {MPCCL_ALGO_AUTO}};
+    p.forced[c] = MPCCL_ALGO_DIRECT;
+    for (int r = 0; r < n; r++) {
+        mpccl_sched_t s;
+        mpccl_coll_desc_t d = desc(c, 1000);
+        ck_assert_int_eq(mpccl_plan(make_topo(&tb, 1, n, 0, r), &d, &p, &s), MPCCL_OK);
+        ck_assert_int_eq(s.algo, MPCCL_ALGO_DIRECT);
+        for (uint32_t i = 0; i < s.nsteps; i++)
+            if (s.steps[i].kind == MPCCL_STEP_SEND || s.steps[i].kind == MPCCL_STEP_RECV) {
+                ck_assert_int_lt(nmsg[r], 2 * WIN_RANKS);
+                msgs[r][nmsg[r]++] = (msg_t){s.steps[i].peer, s.steps[i].kind == MPCCL_STEP_SEND};
+            }
+        mpccl_sched_free(&s);
+        memset(done[r], 0, sizeof(done[r]));
+    }
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int r = 0; r < n; r++)
+            for (int k = head[r]; k < nmsg[r] && k < head[r] + WIN; k++) {
+                if (done[r][k] || !msgs[r][k].is_send) continue;
+                int q = msgs[r][k].peer; /* one message per pair here: find q's receive from r */
+                for (int j = head[q]; j < nmsg[q] && j < head[q] + WIN; j++)
+                    if (!done[q][j] && !msgs[q][j].is_send && msgs[q][j].peer == r) {
+                        done[r][k] = done[q][j] = 1;
+                        progress = 1;
+                        break;
+                    }
+            }
+        for (int r = 0; r < n; r++)
+            while (head[r] < nmsg[r] && done[r][head[r]]) head[r]++;
+    }
+    for (int r = 0; r < n; r++)
+        if (head[r] < nmsg[r]) return 0;
+    return 1;
+}
+
+START_TEST(direct_exchanges_complete_in_a_small_window)
+{
+    const mpccl_coll_t colls[] = {MPCCL_COLL_ALLTOALL, MPCCL_COLL_ALLGATHER, MPCCL_COLL_REDUCESCATTER};
+    const int sizes[] = {2, 3, 8, 33, WIN_RANKS};
+    for (size_t c = 0; c < sizeof(colls) / sizeof(colls[0]); c++)
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+            ck_assert_msg(windowed_run_completes(sizes[k], colls[c]), "%s on %d ranks stalls in a window of %d",
+                          mpccl_coll_name(colls[c]), sizes[k], WIN);
 }
 END_TEST
 
@@ -349,6 +411,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, model_latency_small_bandwidth_large);
     tcase_add_test(tc, model_choice_same_on_every_rank);
+    tcase_add_test(tc, direct_exchanges_complete_in_a_small_window);
     tcase_add_test(tc, parse_names_and_aliases);
     tcase_add_test(tc, parse_per_collective_and_exclusion);
     tcase_add_test(tc, params_from_env);
