@@ -295,6 +295,22 @@ static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, in
 
 /* ---- grouped point-to-point ---- */
 
+/* The order a group's p2p calls go into the schedule: by distance to the peer
+ * (a send to me+d and a receive from me-d share distance d, so the matching
+ * receive of my send sits at the same place in the peer's schedule), then in
+ * program order, which keeps each peer's messages in order.  The engine works
+ * on a window of steps, and users may post all sends before all receives. */
+static void p2p_pairwise_order(ncclComm_t comm, mpccl_call_t **calls, int n, int *order)
+{
+    int nr = comm->nranks, me = comm->rank, k = 0;
+    for (int d = 0; d < nr; d++)
+        for (int i = 0; i < n; i++) {
+            int peer = calls[i]->desc.root;
+            int dist = calls[i]->desc.coll == MPCCL_COLL_SEND ? (peer - me + nr) % nr : (me - peer + nr) % nr;
+            if (dist == d) order[k++] = i;
+        }
+}
+
 /* A group's p2p calls of one communicator become one launch: their sends and
  * receives progress together, so every rank exchanging with every other cannot
  * deadlock on full mailboxes.  Bytes move, so the schedule is in bytes; buffer 3+k
@@ -325,7 +341,10 @@ static mpccl_status_t p2p_plan(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call
     mpccl_build_t bld;
     mpccl_status_t st = mpccl_build_init(&bld, &e->sched, comm->rank, comm->nranks);
     if (st == MPCCL_OK) {
-        for (int i = 0; i < n; i++) {
+        int order[MPCCL_ENGINE_MAX_BUFS];
+        p2p_pairwise_order(comm, calls, n, order);
+        for (int k = 0; k < n; k++) {
+            int i = order[k];
             uint64_t bytes = calls[i]->desc.count * mpccl_dtype_size(calls[i]->desc.dt);
             mpccl_ref_t r = mpccl_ref((uint32_t)(3 + i), 0);
             if (calls[i]->desc.coll == MPCCL_COLL_SEND) mpccl_b_send(&bld, calls[i]->desc.root, r, bytes, NULL, 0);
