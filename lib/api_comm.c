@@ -339,7 +339,10 @@ MPCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
 {
     mpccl_status_t st = check_handle("ncclCommDestroy", comm);
     if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
-    mpccl_comm_release(comm, comm->state == MPCCL_COMM_FAILED);
+    /* A failed communicator's kernels may wait on a dead peer forever: release
+     * it like an abort. */
+    comm->aborting = comm->state == MPCCL_COMM_FAILED || comm->async_error != ncclSuccess;
+    mpccl_comm_release(comm, comm->aborting);
     return ncclSuccess;
 }
 
@@ -347,6 +350,7 @@ MPCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
 {
     mpccl_status_t st = check_handle("ncclCommAbort", comm);
     if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
+    comm->aborting = 1;
     mpccl_comm_release(comm, 1);
     return ncclSuccess;
 }

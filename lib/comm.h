@@ -47,6 +47,9 @@ struct ncclComm {
     uint64_t *p2p_send_seq, *p2p_recv_seq;
 
     struct mpccl_gpu_state *gpu; /* GPU communicators only (gpu_launch.c) */
+    int aborting; /* being released by ncclCommAbort: device memory that a kernel
+                   * waiting on a dead peer may still use is left allocated, since
+                   * freeing it would wait for that kernel forever */
     struct mpccl_win_state *win; /* registrations, windows, signals (win.c); NULL until first used */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];

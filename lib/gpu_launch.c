@@ -144,6 +144,16 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
      * waits for it too). */
     if (!force) cudaDeviceSynchronize();
     if (s->proxy) mpccl_proxy_detach(s->proxy, force);
+    if (comm->aborting) {
+        /* Abort must return: a kernel of this communicator may be waiting on a
+         * dead peer, and cudaFree would wait for it.  Its device memory (plans,
+         * scratch, mailboxes) stays allocated for the life of the process. */
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx aborted: its device memory is left allocated (a kernel may "
+                   "still be running)", (unsigned long long)comm->id);
+        if (saved >= 0) mpccl_cuda_restore_device(saved);
+        comm->gpu = NULL;
+        return;
+    }
     free_plans(s);
     while (s->scratch) {
         scratch_block_t *older = s->scratch->older;

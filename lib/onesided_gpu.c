@@ -138,7 +138,7 @@ void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws)
     unimport(comm->nranks, g->desc, (void **)g->peer_sig);
     /* Work still queued on user streams may touch the area: destroy waits
      * for the device as NCCL's does (no user stream is synchronised). */
-    if (g->area) {
+    if (g->area && !comm->aborting) {
         cudaError_t e = cudaFree(g->area);
         if (e != cudaSuccess) (void)cudaGetLastError();
     }
