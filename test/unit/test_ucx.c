@@ -21,34 +21,8 @@
 
 static uint64_t seed;
 
-/* ---- a bootstrap for threads of one process ---- */
-
-typedef struct {
-    int nranks;
-    pthread_barrier_t bar;
-    unsigned char slots[8][8192];
-} tgroup_t;
-
-static mpccl_status_t tb_allgather(mpccl_bootstrap_t *bs, void *buf, size_t bytes)
-{
-    tgroup_t *g = bs->impl;
-    ck_assert_uint_le(bytes, sizeof(g->slots[0]));
-    memcpy(g->slots[bs->rank], (unsigned char *)buf + bytes * (size_t)bs->rank, bytes);
-    pthread_barrier_wait(&g->bar);
-    for (int i = 0; i < bs->nranks; i++) memcpy((unsigned char *)buf + bytes * (size_t)i, g->slots[i], bytes);
-    pthread_barrier_wait(&g->bar);
-    return MPCCL_OK;
-}
-
-static mpccl_status_t tb_barrier(mpccl_bootstrap_t *bs)
-{
-    pthread_barrier_wait(&((tgroup_t *)bs->impl)->bar);
-    return MPCCL_OK;
-}
-
-static void tb_close(mpccl_bootstrap_t *bs) { (void)bs; }
-
-static const struct mpccl_bootstrap_ops tb_ops = {tb_allgather, tb_barrier, tb_close};
+/* Ranks as threads of one process use the library's in-process bootstrap
+ * (lib/bootstrap_inproc.c). */
 
 /* ---- a bootstrap for two processes over a socketpair ---- */
 
@@ -78,7 +52,9 @@ static mpccl_status_t sp_barrier(mpccl_bootstrap_t *bs)
     return sp_allgather(bs, b, 1);
 }
 
-static const struct mpccl_bootstrap_ops sp_ops = {sp_allgather, sp_barrier, tb_close};
+static void sp_close(mpccl_bootstrap_t *bs) { (void)bs; /* the caller owns the socket */ }
+
+static const struct mpccl_bootstrap_ops sp_ops = {sp_allgather, sp_barrier, sp_close};
 
 /* ---- helpers ---- */
 
@@ -149,8 +125,8 @@ static void progress_for(mpccl_transport_t *t, double s)
 typedef void (*rank_fn)(mpccl_transport_t *t, mpccl_bootstrap_t *bs, void *arg);
 
 typedef struct {
-    tgroup_t *g;
-    int rank;
+    mpccl_inproc_group_t *g;
+    int rank, nranks;
     rank_fn fn;
     void *arg;
 } rank_arg_t;
@@ -158,33 +134,33 @@ typedef struct {
 static void *rank_main(void *p)
 {
     rank_arg_t *a = p;
-    mpccl_bootstrap_t bs = {.rank = a->rank, .nranks = a->g->nranks, .ops = &tb_ops, .impl = a->g};
+    mpccl_bootstrap_t bs;
+    ck_assert_int_eq(mpccl_inproc_bootstrap_create(a->g, a->rank, &bs), MPCCL_OK);
     mpccl_transport_t *t = NULL;
     mpccl_status_t st = mpccl_ucx_transport_create(&bs, &t);
     ck_assert_msg(st == MPCCL_OK, "rank %d: transport create: %s", a->rank, mpccl_last_error());
     ck_assert_int_eq(t->rank, a->rank);
-    ck_assert_int_eq(t->nranks, a->g->nranks);
+    ck_assert_int_eq(t->nranks, a->nranks);
     /* One-sided operations exist (windows: test/mpi/test_onesided.c). */
     ck_assert_ptr_nonnull(t->ops->put);
     ck_assert_ptr_nonnull(t->ops->atomic_add);
     a->fn(t, &bs, a->arg);
+    mpccl_bootstrap_close(&bs);
     return NULL;
 }
 
 static void run_ranks(int n, rank_fn fn, void *arg)
 {
-    tgroup_t *g = calloc(1, sizeof(*g));
-    g->nranks = n;
-    pthread_barrier_init(&g->bar, NULL, (unsigned)n);
+    mpccl_inproc_group_t *g = NULL;
+    ck_assert_int_eq(mpccl_inproc_group_create(n, &g), MPCCL_OK);
     pthread_t th[8];
     rank_arg_t a[8];
     for (int r = 0; r < n; r++) {
-        a[r] = (rank_arg_t){g, r, fn, arg};
+        a[r] = (rank_arg_t){g, r, n, fn, arg};
         ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &a[r]), 0);
     }
     for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
-    pthread_barrier_destroy(&g->bar);
-    free(g);
+    mpccl_inproc_group_release(g);
 }
 
 /* Everyone's own requests are done; wait for the others before tearing down, so
@@ -398,10 +374,10 @@ END_TEST
 
 START_TEST(test_bad_peer)
 {
-    tgroup_t *g = calloc(1, sizeof(*g));
-    g->nranks = 1;
-    pthread_barrier_init(&g->bar, NULL, 1);
-    mpccl_bootstrap_t bs = {.rank = 0, .nranks = 1, .ops = &tb_ops, .impl = g};
+    mpccl_inproc_group_t *g = NULL;
+    mpccl_bootstrap_t bs;
+    ck_assert_int_eq(mpccl_inproc_group_create(1, &g), MPCCL_OK);
+    ck_assert_int_eq(mpccl_inproc_bootstrap_create(g, 0, &bs), MPCCL_OK);
     mpccl_transport_t *t;
     ck_assert_int_eq(mpccl_ucx_transport_create(&bs, &t), MPCCL_OK);
     mpccl_req_t r;
@@ -410,8 +386,8 @@ START_TEST(test_bad_peer)
     ck_assert_int_eq(r.done, 1);
     ck_assert_int_ne(t->ops->irecv(t, -1, 0, b, 4, &r), MPCCL_OK);
     t->ops->close(t, 0);
-    pthread_barrier_destroy(&g->bar);
-    free(g);
+    mpccl_bootstrap_close(&bs);
+    mpccl_inproc_group_release(g);
     printf("UCX supports CUDA memory: %d\n", mpccl_ucx_supports_cuda());
 }
 END_TEST
