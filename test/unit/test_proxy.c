@@ -97,12 +97,11 @@ static int in_heap(cpu_heap_t *h, const void *p, size_t n)
     return 0;
 }
 
-/* ---- ranks as threads: a barrier bootstrap, one UCX transport each ---- */
+/* ---- ranks as threads: the in-process bootstrap, one UCX transport each ---- */
 
 typedef struct world {
     int n;
-    pthread_barrier_t bar;
-    unsigned char slots[MAXR][8192];
+    mpccl_inproc_group_t *grp;
     uint8_t remote[MAXR][MAXR]; /* remote[i][j]: rank j is on another node for rank i */
     uint32_t nctas, nslots, slot_bytes[MAXR];
     int msgs;                   /* messages per (pair, CTA) */
@@ -111,27 +110,6 @@ typedef struct world {
     void (*body)(struct world *w, int rank, mpccl_transport_t *t, mpccl_bootstrap_t *bs);
     double result[MAXR];
 } world_t;
-
-static mpccl_status_t tb_allgather(mpccl_bootstrap_t *bs, void *buf, size_t bytes)
-{
-    world_t *w = bs->impl;
-    ck_assert_uint_le(bytes, sizeof(w->slots[0]));
-    memcpy(w->slots[bs->rank], (unsigned char *)buf + bytes * (size_t)bs->rank, bytes);
-    pthread_barrier_wait(&w->bar);
-    for (int i = 0; i < bs->nranks; i++) memcpy((unsigned char *)buf + bytes * (size_t)i, w->slots[i], bytes);
-    pthread_barrier_wait(&w->bar);
-    return MPCCL_OK;
-}
-
-static mpccl_status_t tb_barrier(mpccl_bootstrap_t *bs)
-{
-    pthread_barrier_wait(&((world_t *)bs->impl)->bar);
-    return MPCCL_OK;
-}
-
-static void tb_close(mpccl_bootstrap_t *bs) { (void)bs; }
-
-static const struct mpccl_bootstrap_ops tb_ops = {tb_allgather, tb_barrier, tb_close};
 
 typedef struct rank_arg {
     world_t *w;
@@ -142,11 +120,13 @@ static void *rank_main(void *p)
 {
     rank_arg_t *a = p;
     world_t *w = a->w;
-    mpccl_bootstrap_t bs = {.rank = a->rank, .nranks = w->n, .ops = &tb_ops, .impl = w};
+    mpccl_bootstrap_t bs;
+    ck_assert_int_eq(mpccl_inproc_bootstrap_create(w->grp, a->rank, &bs), MPCCL_OK);
     mpccl_transport_t *t = NULL;
     ck_assert_msg(mpccl_ucx_transport_create(&bs, &t) == MPCCL_OK, "rank %d: transport: %s", a->rank,
                   mpccl_last_error());
     w->body(w, a->rank, t, &bs);
+    mpccl_bootstrap_close(&bs);
     return NULL;
 }
 
@@ -154,14 +134,14 @@ static void run_world(world_t *w)
 {
     pthread_t th[MAXR];
     rank_arg_t a[MAXR];
-    pthread_barrier_init(&w->bar, NULL, (unsigned)w->n);
+    ck_assert_int_eq(mpccl_inproc_group_create(w->n, &w->grp), MPCCL_OK);
     for (int r = 0; r < w->n; r++) {
         pthread_mutex_init(&w->heap[r].mu, NULL);
         a[r] = (rank_arg_t){w, r};
         ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &a[r]), 0);
     }
     for (int r = 0; r < w->n; r++) pthread_join(th[r], NULL);
-    pthread_barrier_destroy(&w->bar);
+    mpccl_inproc_group_release(w->grp);
 }
 
 static void all_remote(world_t *w)
