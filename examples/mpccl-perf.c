@@ -5,7 +5,14 @@
  * Every rank is one MPI process with (at most) one GPU.  Buffers live on the GPU
  * when the communicator has one (ncclCommCuDevice >= 0) and the program was built
  * with the CUDA runtime; otherwise on the host, where calls are blocking.  Times
- * are for `iters` calls issued back to back followed by one completion wait. */
+ * are for `iters` calls issued back to back followed by one completion wait.
+ *
+ *   mpirun -np 4 mpccl-perf --compare /path/to/libnccl.so.2 --csv out.csv ...
+ *
+ * loads another NCCL privately (perf_lib.c), makes a communicator with each
+ * library and, for every size and placement, runs mpccl then the other on the
+ * same buffers; each row shows both and the ratio mpccl/other.  All calls go
+ * through a function table (perf_nccl_t), mpccl's filled from the linked symbols. */
 #include <getopt.h>
 #include <math.h>
 #include <mpi.h>
@@ -18,6 +25,7 @@
 #include "nccl.h"
 #include "perf_check.h"
 #include "perf_coll.h"
+#include "perf_lib.h"
 #include "perf_mem.h"
 
 typedef struct opts {
@@ -30,16 +38,35 @@ typedef struct opts {
     perf_op_t ops[PERF_COPY];
     int nops;
     int uniqueid;
+    const char *compare; /* path of the other library, or NULL */
+    const char *csv;     /* CSV output file, or NULL */
 } opts_t;
 
 typedef struct env {
     int rank, nranks;
-    ncclComm_t comm;
-    perf_mem_t mem;
-    double bw_sum;
-    int bw_rows;
+    int nlibs;            /* 2 with --compare: [0] mpccl (linked), [1] the other */
+    perf_nccl_t lib[2];
+    ncclComm_t comm[2];
+    perf_mem_t mem;       /* shared by both: same device, stream and buffers */
+    double bw_sum[2];
+    int bw_rows[2];
     long long wrong;
+    FILE *csv;            /* rank 0 only */
 } env_t;
+
+/* What one measured row is, for the CSV. */
+typedef struct row {
+    perf_coll_t coll;
+    size_t bytes, count;
+    ncclDataType_t type;
+    perf_op_t op;
+    int root;
+} row_t;
+
+typedef struct meas {
+    double us, algbw, busbw;
+    long long wrong; /* -1: not checked */
+} meas_t;
 
 static void die(const char *fmt, const char *arg)
 {
@@ -56,6 +83,17 @@ static void die(const char *fmt, const char *arg)
         if (r_ != ncclSuccess) {                                                                  \
             fprintf(stderr, "mpccl-perf: %s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,        \
                     ncclGetErrorString(r_), ncclGetLastError(NULL));                              \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                         \
+        }                                                                                         \
+    } while (0)
+
+/* A call into library L (the other one reports its own error strings). */
+#define LCHECK(L, call)                                                                           \
+    do {                                                                                          \
+        ncclResult_t r_ = (call);                                                                 \
+        if (r_ != ncclSuccess) {                                                                  \
+            fprintf(stderr, "mpccl-perf: %s:%d: %s [%s]: %s (%s)\n", __FILE__, __LINE__, #call,   \
+                    (L)->label, (L)->GetErrorString(r_), (L)->GetLastError ? (L)->GetLastError(NULL) : ""); \
             MPI_Abort(MPI_COMM_WORLD, 1);                                                         \
         }                                                                                         \
     } while (0)
@@ -108,6 +146,9 @@ static void usage(void)
            "  -C, --collective C   allreduce reduce_scatter all_gather alltoall broadcast\n"
            "                       reduce gather scatter sendrecv, or all (default)\n"
            "  -B, --bootstrap B    mpi (mpcclCommInitMPI, default) or uniqueid\n"
+           "      --compare LIB    also run the NCCL in file LIB (e.g. .../libnccl.so.2), loaded\n"
+           "                       privately, alternately with mpccl; prints both and mpccl/other\n"
+           "      --csv FILE       write every measurement to FILE as CSV (see perf_plot.py)\n"
            "  -h, --help\n\nmpccl settings (environment):\n");
     mpcclPrintConfig();
 }
@@ -119,7 +160,8 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
         {"iters", 1, 0, 'n'}, {"warmup_iters", 1, 0, 'w'}, {"agg_iters", 1, 0, 'm'}, {"check", 1, 0, 'c'},
         {"op", 1, 0, 'o'}, {"datatype", 1, 0, 'd'}, {"root", 1, 0, 'r'}, {"average", 1, 0, 'a'},
         {"blocking", 1, 0, 'z'}, {"nthreads", 1, 0, 't'}, {"ngpus", 1, 0, 'g'}, {"collective", 1, 0, 'C'},
-        {"bootstrap", 1, 0, 'B'}, {"cudagraph", 1, 0, 'G'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"bootstrap", 1, 0, 'B'}, {"cudagraph", 1, 0, 'G'}, {"help", 0, 0, 'h'},
+        {"compare", 1, 0, 1000}, {"csv", 1, 0, 1001}, {0, 0, 0, 0}};
     int ch;
     const char *op = "sum", *dt = "float", *coll = "all";
     memset(o, 0, sizeof(*o));
@@ -150,6 +192,8 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
             else if (strcmp(optarg, "mpi")) die("-B %s: expected mpi or uniqueid", optarg);
             break;
         case 'C': coll = optarg; break;
+        case 1000: o->compare = optarg; break;
+        case 1001: o->csv = optarg; break;
         case 'h':
             if (rank == 0) usage();
             MPI_Finalize();
@@ -189,9 +233,9 @@ static double time_calls(const opts_t *o, env_t *e, const perf_call_t *c, int it
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = now_us();
     for (int i = 0; i < iters; i++) {
-        if (o->agg > 1) NCHECK(ncclGroupStart());
-        for (int a = 0; a < o->agg; a++) NCHECK(perf_call_launch(c));
-        if (o->agg > 1) NCHECK(ncclGroupEnd());
+        if (o->agg > 1) LCHECK(c->lib, c->lib->GroupStart());
+        for (int a = 0; a < o->agg; a++) LCHECK(c->lib, perf_call_launch(c));
+        if (o->agg > 1) LCHECK(c->lib, c->lib->GroupEnd());
         if (o->blocking && perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
     }
     if (perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
@@ -210,39 +254,63 @@ static void fmt_time(char *buf, size_t len, double us)
     snprintf(buf, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
 }
 
-/* Measures one placement and prints its four columns. */
-static void run_place(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t *d, size_t bytes,
-                      void *host)
+/* Measures one placement with c->lib: warmup, timed loop, then (-c 1) one
+ * checked call on fresh input. */
+static void measure(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t *d, size_t bytes, void *host,
+                    meas_t *m)
 {
-    char tbuf[32], wbuf[32] = "N/A", msg[512] = "";
-    double us, algbw, busbw;
-    long long wrong = 0, local = 0;
-    if (c->inplace && !perf_coll_has_inplace(c->coll)) {
-        if (e->rank == 0) printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
-        return;
-    }
+    char msg[512] = "";
+    long long local = 0;
+    int l = c->lib == &e->lib[0] ? 0 : 1;
     if (perf_call_prepare(c, d, &e->mem, host)) die("%s", "cannot copy input to the buffers");
     time_calls(o, e, c, o->warmup);
-    us = time_calls(o, e, c, o->iters);
+    m->us = time_calls(o, e, c, o->iters);
+    m->wrong = -1;
     if (o->check) {
         /* fresh input (in-place iterations consumed it), one call, then compare */
         if (perf_call_prepare(c, d, &e->mem, host)) die("%s", "cannot copy input to the buffers");
         MPI_Barrier(MPI_COMM_WORLD);
-        NCHECK(perf_call_launch(c));
+        LCHECK(c->lib, perf_call_launch(c));
         if (perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
         local = (long long)perf_call_check(c, d, &e->mem, host, msg, sizeof(msg));
-        if (local) fprintf(stderr, "# rank %d: %s %s: %s\n", e->rank, perf_coll_name(c->coll),
-                           c->inplace ? "in-place" : "out-of-place", msg);
-        MPI_Allreduce(&local, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-        e->wrong += wrong;
-        snprintf(wbuf, sizeof(wbuf), "%lld", wrong);
+        if (local) fprintf(stderr, "# rank %d: %s%s%s %s: %s\n", e->rank, e->nlibs > 1 ? c->lib->label : "",
+                           e->nlibs > 1 ? ": " : "", perf_coll_name(c->coll), c->inplace ? "in-place" : "out-of-place",
+                           msg);
+        MPI_Allreduce(&local, &m->wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        e->wrong += m->wrong;
     }
-    algbw = us > 0 ? (double)bytes / us / 1e3 : 0; /* bytes/us = MB/s; /1e3 = GB/s */
-    busbw = algbw * perf_coll_bus_factor(c->coll, e->nranks);
-    e->bw_sum += busbw;
-    e->bw_rows++;
-    fmt_time(tbuf, sizeof(tbuf), us);
-    if (e->rank == 0) printf("  %7s  %6.2f  %6.2f  %6s", tbuf, algbw, busbw, wbuf);
+    m->algbw = m->us > 0 ? (double)bytes / m->us / 1e3 : 0; /* bytes/us = MB/s; /1e3 = GB/s */
+    m->busbw = m->algbw * perf_coll_bus_factor(c->coll, e->nranks);
+    e->bw_sum[l] += m->busbw;
+    e->bw_rows[l]++;
+}
+
+/* The four columns of one measurement: time, algbw, busbw, #wrong. */
+static void print_meas(const meas_t *m)
+{
+    char tbuf[32], wbuf[32] = "N/A";
+    fmt_time(tbuf, sizeof(tbuf), m->us);
+    if (m->wrong >= 0) snprintf(wbuf, sizeof(wbuf), "%lld", m->wrong);
+    printf("  %7s  %6.2f  %6.2f  %6s", tbuf, m->algbw, m->busbw, wbuf);
+}
+
+static void csv_row(env_t *e, const row_t *r, int inplace, const perf_nccl_t *lib, const meas_t *m)
+{
+    if (!e->csv) return;
+    fprintf(e->csv, "%s,%zu,%zu,%s,%s,%d,%d,%s,%.3f,%.4f,%.4f,", perf_coll_name(r->coll), r->bytes, r->count,
+            perf_type_name(r->type), perf_op_name(r->op), r->root, inplace, lib->label, m->us, m->algbw, m->busbw);
+    if (m->wrong >= 0) fprintf(e->csv, "%lld", m->wrong);
+    fputc('\n', e->csv);
+}
+
+/* With --compare: one line per placement, both libraries and the ratios. */
+static void print_compare(const row_t *r, int inplace, const meas_t *m)
+{
+    printf("%12zu  %12zu  %8s  %6s  %6d  %5s", r->bytes, r->count, perf_type_name(r->type),
+           perf_coll_reduces(r->coll) ? perf_op_name(r->op) : "none", r->root, inplace ? "in" : "out");
+    print_meas(&m[0]);
+    print_meas(&m[1]);
+    printf("  %6.2f  %6.2f\n", m[1].us > 0 ? m[0].us / m[1].us : 0.0, m[1].busbw > 0 ? m[0].busbw / m[1].busbw : 0.0);
 }
 
 static void print_header(const opts_t *o, env_t *e, perf_coll_t coll)
@@ -250,13 +318,21 @@ static void print_header(const opts_t *o, env_t *e, perf_coll_t coll)
     char host[256] = "?";
     int dev = -1;
     gethostname(host, sizeof(host) - 1);
-    ncclCommCuDevice(e->comm, &dev);
+    ncclCommCuDevice(e->comm[0], &dev);
     if (e->rank == 0) {
         printf("# Collective test starting: mpccl-perf %s\n", perf_coll_name(coll));
         printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d "
-               "agg iters: %d validation: %d graph: 0\n#\n# Using devices\n",
+               "agg iters: %d validation: %d graph: 0\n#\n",
                o->minbytes, o->maxbytes, o->stepfactor ? o->stepfactor : (double)o->stepbytes,
                o->stepfactor ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check);
+        for (int l = 0; l < e->nlibs && e->nlibs > 1; l++)
+            printf("# Library %-5s: %s (version %d), %s\n", e->lib[l].label, e->lib[l].path, e->lib[l].version,
+                   e->lib[l].how);
+        if (e->nlibs > 1)
+            printf("# Instances    : %s (ncclGetUniqueId at %p in mpccl, %p in other)\n#\n",
+                   perf_lib_distinct(&e->lib[1]) ? "distinct" : "SAME", (void *)e->lib[0].GetUniqueId,
+                   (void *)e->lib[1].GetUniqueId);
+        printf("# Using devices\n");
     }
     /* one line per rank, printed by rank 0 in rank order */
     char line[400];
@@ -267,6 +343,16 @@ static void print_header(const opts_t *o, env_t *e, perf_coll_t coll)
         for (int r = 1; r < e->nranks; r++) {
             MPI_Recv(line, sizeof(line), MPI_CHAR, r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             puts(line);
+        }
+        if (e->nlibs > 1) {
+            printf("#\n#%58s%33s%33s%16s\n", "", "mpccl", "other", "mpccl/other");
+            printf("#%11s  %12s  %8s  %6s  %6s  %5s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %6s  %6s\n", "size",
+                   "count", "type", "redop", "root", "place", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+                   "busbw", "#wrong", "time", "busbw");
+            printf("#%11s  %12s  %8s  %6s  %6s  %5s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %6s  %6s\n", "(B)",
+                   "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "",
+                   "");
+            return;
         }
         printf("#\n#%72s%38s\n", "out-of-place", "in-place");
         printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
@@ -282,6 +368,10 @@ static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
 {
     size_t maxelems = o->maxbytes, cnt, scnt, rcnt;
     void *sbuf, *rbuf, *host;
+    if (e->nlibs > 1 && !perf_lib_supports(&e->lib[1], coll)) {
+        if (e->rank == 0) printf("# %s: the other library lacks its functions: skipped\n#\n", perf_coll_name(coll));
+        return;
+    }
     perf_coll_counts(coll, e->nranks, maxelems, &cnt, &scnt, &rcnt); /* bytes as 1-byte elements: max */
     size_t bufbytes = (scnt > rcnt ? scnt : rcnt) + 64;
     sbuf = perf_mem_alloc(&e->mem, bufbytes);
@@ -297,26 +387,48 @@ static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
             for (size_t size = o->minbytes; size <= o->maxbytes;) {
                 perf_call_t c;
                 perf_data_t d;
-                ncclRedOp_t op = perf_op_nccl(pop);
+                ncclRedOp_t op[2];
                 unsigned char scalar[8];
-                size_t total;
+                row_t r;
                 memset(&c, 0, sizeof(c));
                 perf_coll_counts(coll, e->nranks, size / tsz, &c.count, &scnt, &rcnt);
-                total = scnt > rcnt ? scnt : rcnt; /* elements the row reports */
+                r.coll = coll, r.type = t, r.op = pop;
+                r.count = scnt > rcnt ? scnt : rcnt; /* elements the row reports */
+                r.bytes = r.count * tsz;
                 perf_data_init(&d, t, pop, e->nranks, 0x5eedull + size * 31 + (size_t)t * 7 + pop);
-                if (pop == PERF_PREMULSUM) {
+                for (int l = 0; l < e->nlibs; l++) {
+                    op[l] = perf_op_nccl(pop);
+                    if (pop != PERF_PREMULSUM) continue;
+                    if (!e->lib[l].RedOpCreatePreMulSum) die("%s library has no ncclRedOpCreatePreMulSum", e->lib[l].label);
                     perf_set(t, scalar, 0, d.scalar);
-                    NCHECK(ncclRedOpCreatePreMulSum(&op, scalar, t, ncclScalarHostImmediate, e->comm));
+                    LCHECK(&e->lib[l], e->lib[l].RedOpCreatePreMulSum(&op[l], scalar, t, ncclScalarHostImmediate,
+                                                                      e->comm[l]));
                 }
-                c.coll = coll, c.type = t, c.op = op, c.comm = e->comm, c.rank = e->rank, c.nranks = e->nranks;
-                c.root = perf_coll_rooted(coll) ? o->root : -1;
+                c.coll = coll, c.type = t, c.rank = e->rank, c.nranks = e->nranks;
+                c.root = r.root = perf_coll_rooted(coll) ? o->root : -1;
                 c.stream = e->mem.stream, c.sendbase = sbuf, c.recvbase = rbuf;
-                if (e->rank == 0)
-                    printf("%12zu  %12zu  %8s  %6s  %6d", total * tsz, total, perf_type_name(t),
+                if (e->rank == 0 && e->nlibs == 1)
+                    printf("%12zu  %12zu  %8s  %6s  %6d", r.bytes, r.count, perf_type_name(t),
                            perf_coll_reduces(coll) ? perf_op_name(pop) : "none", c.root);
-                for (c.inplace = 0; c.inplace < 2; c.inplace++) run_place(o, e, &c, &d, total * tsz, host);
-                if (e->rank == 0) printf("\n"), fflush(stdout);
-                if (pop == PERF_PREMULSUM) NCHECK(ncclRedOpDestroy(op, e->comm));
+                for (c.inplace = 0; c.inplace < 2; c.inplace++) {
+                    meas_t m[2];
+                    if (c.inplace && !perf_coll_has_inplace(coll)) {
+                        if (e->rank == 0 && e->nlibs == 1) printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+                        continue;
+                    }
+                    /* mpccl then the other, on the same buffers and data */
+                    for (int l = 0; l < e->nlibs; l++) {
+                        c.lib = &e->lib[l], c.comm = e->comm[l], c.op = op[l];
+                        measure(o, e, &c, &d, r.bytes, host, &m[l]);
+                        if (e->rank == 0) csv_row(e, &r, c.inplace, &e->lib[l], &m[l]);
+                    }
+                    if (e->rank == 0 && e->nlibs == 1) print_meas(&m[0]);
+                    if (e->rank == 0 && e->nlibs > 1) print_compare(&r, c.inplace, m);
+                }
+                if (e->rank == 0 && e->nlibs == 1) printf("\n");
+                if (e->rank == 0) fflush(stdout);
+                for (int l = 0; l < e->nlibs; l++)
+                    if (pop == PERF_PREMULSUM) LCHECK(&e->lib[l], e->lib[l].RedOpDestroy(op[l], e->comm[l]));
                 if (o->stepfactor > 1) {
                     size_t next = (size_t)((double)size * o->stepfactor);
                     size = next > size ? next : size + 1;
@@ -331,6 +443,24 @@ static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
     perf_mem_free(&e->mem, sbuf);
 }
 
+/* --compare: the other library's communicator, on the device mpccl's has. */
+static void init_other(const opts_t *o, env_t *e)
+{
+    char err[700];
+    ncclUniqueId id;
+    perf_nccl_t *L = &e->lib[1];
+    int dev0 = -1, dev1 = -1;
+    if (perf_lib_open(L, o->compare, err, sizeof(err))) die("--compare: %s", err);
+    if (!perf_lib_distinct(L)) die("--compare %s: the loader returned the linked mpccl itself", o->compare);
+    if (e->rank == 0) LCHECK(L, L->GetUniqueId(&id));
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    LCHECK(L, L->CommInitRank(&e->comm[1], e->nranks, id, e->rank));
+    ncclCommCuDevice(e->comm[0], &dev0);
+    if (L->CommCuDevice) LCHECK(L, L->CommCuDevice(e->comm[1], &dev1));
+    if (dev0 != dev1) die("--compare %s: the two communicators are on different devices", o->compare);
+    e->nlibs = 2;
+}
+
 static void init_comm(const opts_t *o, env_t *e)
 {
     MPI_Comm node;
@@ -339,15 +469,18 @@ static void init_comm(const opts_t *o, env_t *e)
     MPI_Comm_rank(node, &local);
     MPI_Comm_free(&node);
     perf_mem_select_device(local); /* the communicator takes the current device */
+    perf_lib_linked(&e->lib[0]);
+    e->nlibs = 1;
     if (o->uniqueid) {
         ncclUniqueId id;
         if (e->rank == 0) NCHECK(ncclGetUniqueId(&id));
         MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-        NCHECK(ncclCommInitRank(&e->comm, e->nranks, id, e->rank));
+        NCHECK(ncclCommInitRank(&e->comm[0], e->nranks, id, e->rank));
     } else {
-        NCHECK(mpcclCommInitMPI(&e->comm, MPI_COMM_WORLD, NULL));
+        NCHECK(mpcclCommInitMPI(&e->comm[0], MPI_COMM_WORLD, NULL));
     }
-    if (perf_mem_init(&e->mem, e->comm)) die("%s", "cannot set up the communicator's device");
+    if (o->compare) init_other(o, e);
+    if (perf_mem_init(&e->mem, e->comm[0])) die("%s", "cannot set up the communicator's device");
 }
 
 int main(int argc, char **argv)
@@ -360,13 +493,24 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &e.nranks);
     parse(argc, argv, &o, e.rank);
     if (o.root < 0 || o.root >= e.nranks) die("%s", "-r: root out of range");
+    if (o.csv && e.rank == 0) {
+        if (!(e.csv = fopen(o.csv, "w"))) die("cannot write %s", o.csv);
+        fprintf(e.csv, "collective,bytes,count,type,op,root,inplace,lib,time_us,algbw,busbw,wrong\n");
+    }
     init_comm(&o, &e);
     for (int i = 0; i < o.ncolls; i++) run_coll(&o, &e, (perf_coll_t)o.colls[i]);
     if (e.rank == 0) {
         printf("# Out of bounds values : %lld %s\n", e.wrong, e.wrong ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : %g \n#\n", e.bw_rows ? e.bw_sum / e.bw_rows : 0.0);
+        printf("# Avg bus bandwidth    : %g \n", e.bw_rows[0] ? e.bw_sum[0] / e.bw_rows[0] : 0.0);
+        if (e.nlibs > 1)
+            printf("# Avg bus bandwidth of the other library: %g \n", e.bw_rows[1] ? e.bw_sum[1] / e.bw_rows[1] : 0.0);
+        printf("#\n");
+        if (e.csv && fclose(e.csv)) die("cannot write %s", o.csv);
     }
-    NCHECK(ncclCommDestroy(e.comm));
+    /* The other library stays loaded: NCCL keeps threads and exit handlers
+     * that must not outlive its code. */
+    if (e.nlibs > 1) LCHECK(&e.lib[1], e.lib[1].CommDestroy(e.comm[1]));
+    NCHECK(ncclCommDestroy(e.comm[0]));
     perf_mem_fini(&e.mem);
     MPI_Finalize();
     return e.wrong != 0;

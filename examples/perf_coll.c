@@ -93,28 +93,33 @@ void perf_call_ptrs(const perf_call_t *c, void **send, void **recv)
     }
 }
 
+/* A function the library lacks fails the call rather than crashing. */
+#define LIBCALL(f, args) (L->f ? L->f args : ncclInvalidUsage)
+
 ncclResult_t perf_call_launch(const perf_call_t *c)
 {
+    static const perf_nccl_t linked = PERF_NCCL_LINKED;
+    const perf_nccl_t *L = c->lib ? c->lib : &linked;
     void *s, *r;
     ncclResult_t res, end;
     perf_call_ptrs(c, &s, &r);
     switch (c->coll) {
-    case PERF_ALLREDUCE: return ncclAllReduce(s, r, c->count, c->type, c->op, c->comm, c->stream);
-    case PERF_REDUCE_SCATTER: return ncclReduceScatter(s, r, c->count, c->type, c->op, c->comm, c->stream);
-    case PERF_ALL_GATHER: return ncclAllGather(s, r, c->count, c->type, c->comm, c->stream);
-    case PERF_ALLTOALL: return ncclAlltoAll(s, r, c->count, c->type, c->comm, c->stream);
-    case PERF_BROADCAST: return ncclBroadcast(s, r, c->count, c->type, c->root, c->comm, c->stream);
-    case PERF_BCAST: return ncclBcast(r, c->count, c->type, c->root, c->comm, c->stream);
-    case PERF_REDUCE: return ncclReduce(s, r, c->count, c->type, c->op, c->root, c->comm, c->stream);
-    case PERF_GATHER: return ncclGather(s, r, c->count, c->type, c->root, c->comm, c->stream);
-    case PERF_SCATTER: return ncclScatter(s, r, c->count, c->type, c->root, c->comm, c->stream);
+    case PERF_ALLREDUCE: return LIBCALL(AllReduce, (s, r, c->count, c->type, c->op, c->comm, c->stream));
+    case PERF_REDUCE_SCATTER: return LIBCALL(ReduceScatter, (s, r, c->count, c->type, c->op, c->comm, c->stream));
+    case PERF_ALL_GATHER: return LIBCALL(AllGather, (s, r, c->count, c->type, c->comm, c->stream));
+    case PERF_ALLTOALL: return LIBCALL(AlltoAll, (s, r, c->count, c->type, c->comm, c->stream));
+    case PERF_BROADCAST: return LIBCALL(Broadcast, (s, r, c->count, c->type, c->root, c->comm, c->stream));
+    case PERF_BCAST: return LIBCALL(Bcast, (r, c->count, c->type, c->root, c->comm, c->stream));
+    case PERF_REDUCE: return LIBCALL(Reduce, (s, r, c->count, c->type, c->op, c->root, c->comm, c->stream));
+    case PERF_GATHER: return LIBCALL(Gather, (s, r, c->count, c->type, c->root, c->comm, c->stream));
+    case PERF_SCATTER: return LIBCALL(Scatter, (s, r, c->count, c->type, c->root, c->comm, c->stream));
     case PERF_SENDRECV:
-        res = ncclGroupStart();
+        res = L->GroupStart();
         if (res != ncclSuccess) return res;
-        res = ncclSend(s, c->count, c->type, (c->rank + 1) % c->nranks, c->comm, c->stream);
+        res = LIBCALL(Send, (s, c->count, c->type, (c->rank + 1) % c->nranks, c->comm, c->stream));
         if (res == ncclSuccess)
-            res = ncclRecv(r, c->count, c->type, (c->rank + c->nranks - 1) % c->nranks, c->comm, c->stream);
-        end = ncclGroupEnd();
+            res = LIBCALL(Recv, (r, c->count, c->type, (c->rank + c->nranks - 1) % c->nranks, c->comm, c->stream));
+        end = L->GroupEnd();
         return res != ncclSuccess ? res : end;
     default: return ncclInvalidArgument;
     }

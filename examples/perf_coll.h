@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include "nccl.h"
 #include "perf_check.h"
+#include "perf_lib.h"
 #include "perf_mem.h"
 
 typedef enum {
@@ -47,6 +48,7 @@ typedef struct perf_call {
     cudaStream_t stream;
     /* Allocated by the caller, each of max(sendcount, recvcount) elements. */
     void *sendbase, *recvbase;
+    const perf_nccl_t *lib; /* the library that runs the call; NULL: the linked one */
 } perf_call_t;
 
 /* The send and receive pointers of the call (in place: inside one buffer). */

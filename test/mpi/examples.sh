@@ -8,4 +8,26 @@ run -n 2 4 examples/allreduce_mpi
 run 1,3 mpccl-perf -b 64 -e 64K -f 32 -n 2 -w 1 -c 1 -d all -o sum
 run 4 mpccl-perf -b 1K -e 1K -n 1 -w 0 -c 1 -C allreduce -d half -o all
 run -n 2 4 mpccl-perf -b 4K -e 4K -n 2 -w 1 -c 1 -B uniqueid
+# --compare against a second, privately loaded copy of mpccl itself: the loading
+# (a distinct instance), the alternating runs, both checks, the ratio and the CSV
+lib="$(cd "${top_builddir:-.}" && pwd)/.libs/libmpccl.so.2"
+if [ -f "$lib" ]; then
+    out=$(mktemp) && csv=$(mktemp) || exit 99
+    run 2 mpccl-perf --compare "$lib" -b 8 -e 64K -f 8 -c 1 -n 2 -w 1 -C allreduce --csv "$csv" >"$out"
+    cat "$out"
+    fail() { echo "FAIL: mpccl-perf --compare: $1"; status=1; }
+    grep -q '^# Library other: .*libmpccl.so.2' "$out" || fail "no line naming the loaded library"
+    grep -q '^# Instances *: distinct' "$out" || fail "the two libraries are not distinct instances"
+    grep -q '^# Out of bounds values : 0 OK' "$out" || fail "wrong results"
+    # 8 64 512 4K 32K, out of place and in place: 10 rows of 16 columns, both #wrong 0
+    n=$(awk '/^ *[0-9]/ && NF == 16 && $10 == 0 && $14 == 0 && $15 > 0 && $16 > 0' "$out" | wc -l)
+    [ "$n" -eq 10 ] || fail "$n good rows, expected 10"
+    [ "$(head -1 "$csv")" = "collective,bytes,count,type,op,root,inplace,lib,time_us,algbw,busbw,wrong" ] ||
+        fail "CSV header"
+    for l in mpccl other; do
+        n=$(awk -F, -v l=$l '$1 == "allreduce" && $8 == l && $9 > 0 && $12 == "0"' "$csv" | wc -l)
+        [ "$n" -eq 10 ] || fail "$n CSV rows for $l, expected 10"
+    done
+    rm -f "$out" "$csv"
+fi
 exit $status
