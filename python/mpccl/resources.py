@@ -50,8 +50,9 @@ class CommResource(abc.ABC):
         return "<%s %s>" % (type(self).__name__, "valid" if self._valid else "closed")
 
 
-class RegisteredBufferHandle(CommResource):
-    """A buffer registered with ncclCommRegister (zero-copy hint)."""
+class _RegisteredMemory(CommResource):
+    """Memory registered with the communicator: a handle and a size in bytes;
+    keeps the Python buffer alive while registered."""
 
     def __init__(self, comm, handle, buffer_ptr, size, keep):
         self._handle = handle
@@ -71,32 +72,18 @@ class RegisteredBufferHandle(CommResource):
         self._require_valid("size")
         return self._size
 
+
+class RegisteredBufferHandle(_RegisteredMemory):
+    """A buffer registered with ncclCommRegister (zero-copy hint)."""
+
     def _release(self, comm_ptr):
         handle, self._handle, self._keep = self._handle, None, None
         _lib.call("ncclCommDeregister", comm_ptr, handle, comm_ptr=comm_ptr)
 
 
-class RegisteredWindowHandle(CommResource):
+class RegisteredWindowHandle(_RegisteredMemory):
     """A window registered collectively with ncclCommWindowRegister, the
-    target of put_signal."""
-
-    def __init__(self, comm, handle, buffer_ptr, size, keep):
-        self._handle = handle
-        self._buffer_ptr = buffer_ptr
-        self._size = size
-        self._keep = keep
-        super().__init__(comm)
-
-    @property
-    def handle(self):
-        """The ncclWindow_t, as an int."""
-        self._require_valid("handle")
-        return self._handle
-
-    @property
-    def size(self):
-        self._require_valid("size")
-        return self._size
+    target of put_signal (handle: the ncclWindow_t, as an int)."""
 
     @property
     def user_ptr(self):
