@@ -92,7 +92,9 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
     if (coll == MPCCL_COLL_ALLREDUCE || coll == MPCCL_COLL_REDUCE || coll == MPCCL_COLL_REDUCESCATTER)
         MPCCL_CHECK_GOTO(map_op(comm, op, dt, d, &call->task), st, fail);
     call->task.op = d->op;
-    MPCCL_CHECK_GOTO(mpccl_plan(&comm->topo, d, &comm->params, &call->sched), st, fail);
+    /* Device calls plan at launch, from the communicator's plan cache (or not
+     * at all: flat kernels); only host calls carry a schedule. */
+    if (!comm->gpu) MPCCL_CHECK_GOTO(mpccl_plan(&comm->topo, d, &comm->params, &call->sched), st, fail);
     call->task.sched = &call->sched;
     call->task.in = sendbuf;
     call->task.out = recvbuf;
@@ -100,7 +102,8 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
                "%s: comm 0x%llx count %zu type %s op %s root %d in-place %d memory %s algorithm %s (%u steps)",
                fn, (unsigned long long)comm->id, count, mpccl_dtype_name(dt),
                (int)op < ncclNumOps ? (const char *[]){"sum", "prod", "max", "min", "avg"}[(int)op] : "premulsum",
-               root, d->in_place, comm->gpu ? "device" : "host", mpccl_algo_name((mpccl_algo_t)call->sched.algo), call->sched.nsteps);
+               root, d->in_place, comm->gpu ? "device" : "host",
+               comm->gpu ? "chosen at launch" : mpccl_algo_name((mpccl_algo_t)call->sched.algo), call->sched.nsteps);
     return mpccl_group_enqueue(call);
 fail:
     mpccl_call_free(call);

@@ -9,6 +9,7 @@
 
 #include "cuda_rt.h"
 #include "gpu_comm.h"
+#include "gpu_flat.h"
 #include "gpu_launch.h"
 #include "algo.h"
 #include "gpu_plan.h"
@@ -45,6 +46,7 @@ typedef struct scratch_block {
 typedef struct mpccl_gpu_state {
     mpccl_gpu_comm_t *g;
     mpccl_proxy_comm_t *proxy;
+    mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
     plan_entry_t *plans[PLAN_BUCKETS];
     unsigned nplans;
     scratch_block_t *scratch;
@@ -108,6 +110,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
                                              : "UCX has no CUDA transport");
     }
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
+    MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
     cudaError_t e = cudaEventCreateWithFlags(&s->last_done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming);
     if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaEventCreate");
@@ -150,11 +153,13 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
          * scratch, mailboxes) stays allocated for the life of the process. */
         MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx aborted: its device memory is left allocated (a kernel may "
                    "still be running)", (unsigned long long)comm->id);
+        mpccl_flat_destroy(s->flat, 1);
         if (saved >= 0) mpccl_cuda_restore_device(saved);
         comm->gpu = NULL;
         return;
     }
     free_plans(s);
+    mpccl_flat_destroy(s->flat, 0);
     while (s->scratch) {
         scratch_block_t *older = s->scratch->older;
         cudaFree(s->scratch->ptr);
@@ -447,6 +452,30 @@ static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, in
     return MPCCL_OK;
 }
 
+/* Elements of the input a prescaled call reads (reductions only). */
+static uint64_t in_elems(const ncclComm_t comm, const mpccl_coll_desc_t *d)
+{
+    return d->coll == MPCCL_COLL_REDUCESCATTER ? d->count * (uint64_t)comm->nranks : d->count;
+}
+
+static mpccl_status_t launch_flat(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call_t *call, cudaStream_t stream)
+{
+    int capturing = 0;
+    const void *in = call->task.in;
+    MPCCL_CHECK(before_launch(s, stream, &capturing));
+    if (call->desc.prescale) {
+        uint64_t n = in_elems(comm, &call->desc);
+        void *pre = NULL;
+        MPCCL_CHECK(get_scratch(s, align256(n * mpccl_dtype_size(call->desc.dt)), &pre));
+        MPCCL_CHECK(mpccl_gpu_scale_launch_dev(call->desc.dt, pre, call->task.in,
+                                               call->task.scalar_dev ? NULL : call->task.scalar,
+                                               call->task.scalar_dev, n, stream));
+        in = pre;
+    }
+    MPCCL_CHECK(mpccl_flat_launch_call(s->flat, call, in, stream));
+    return after_launch(s, stream, capturing);
+}
+
 mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
 {
     ncclComm_t comm = call->comm;
@@ -457,6 +486,10 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     mpccl_status_t st;
     if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    if (mpccl_flat_takes(s->flat, &call->desc)) {
+        st = launch_flat(comm, s, call, stream);
+        goto out;
+    }
     MPCCL_CHECK_GOTO(lookup_plan(comm, s, &call->desc, &pe), st, out);
     const mpccl_sched_t *sc = &pe->sched;
     size_t esize = mpccl_dtype_size(call->desc.dt);

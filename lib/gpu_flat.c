@@ -1,0 +1,236 @@
+/* Flat kernels, host side: the region, the geometry of a launch, the launch. */
+#include "build_config.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "config.h"
+#include "datatype.h"
+#include "gpu_flat.h"
+#include "ipc.h"
+#include "kernels/flat.h"
+#include "log.h"
+
+/* Settings every rank must share: rank 0's win. */
+typedef struct {
+    int32_t want;       /* this rank can and may run flat kernels */
+    int32_t max_ctas;
+    uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes;
+} flat_settings_t;
+
+struct mpccl_flat_comm {
+    int rank, nranks, dev;
+    flat_settings_t set;
+    void *region;
+    mpccl_ipc_desc_t *desc;                  /* [nranks] */
+    char *peer[MPCCL_FLAT_MAX_RANKS];        /* every region as this device sees it */
+    unsigned char imported[MPCCL_FLAT_MAX_RANKS];
+};
+
+static uint64_t clamp_u64(int64_t v, uint64_t lo, uint64_t hi)
+{
+    if (v < (int64_t)lo) return lo;
+    if ((uint64_t)v > hi) return hi;
+    return (uint64_t)v;
+}
+
+static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, flat_settings_t *s)
+{
+    int n = g->nranks;
+    s->want = mpccl_config_int("FLAT") != 0 && topo->nnodes == 1 && n >= 2 && n <= MPCCL_FLAT_MAX_RANKS;
+    for (int j = 0; j < n && s->want; j++)
+        if (g->links_host[j].kind != MPCCL_LINK_NVLINK) s->want = 0;
+    int64_t slice = mpccl_config_int("FLAT_SLICE_BYTES");
+    if (slice <= 0) {
+        slice = (64ll << 20) / (2 * (n > 0 ? n : 1));
+        if (slice > (4ll << 20)) slice = 4ll << 20;
+    }
+    s->slice_bytes = clamp_u64(slice, 64 << 10, 1ull << 30) & ~(uint64_t)255;
+    s->max_ctas = (int32_t)clamp_u64(mpccl_config_int("FLAT_CTAS"), 1, MPCCL_FLAT_MAX_CTAS);
+    s->cta_bytes = clamp_u64(mpccl_config_int("FLAT_CTA_BYTES"), 16, 1ull << 30);
+    s->max_bytes = clamp_u64(mpccl_config_int("FLAT_MAX_BYTES"), 0, UINT64_MAX >> 1);
+    s->oneshot_bytes = clamp_u64(mpccl_config_int("FLAT_ONESHOT_BYTES"), 0, UINT64_MAX >> 8);
+}
+
+void mpccl_flat_destroy(mpccl_flat_comm_t *f, int leak_device_memory)
+{
+    if (!f) return;
+    if (!leak_device_memory) {
+        for (int j = 0; j < f->nranks; j++)
+            if (f->imported[j]) mpccl_ipc_release(&f->desc[j]);
+        if (f->region) cudaFree(f->region);
+    }
+    free(f->desc);
+    free(f);
+}
+
+/* Every rank learns whether all succeeded. */
+static mpccl_status_t all_ok(mpccl_bootstrap_t *bs, mpccl_status_t mine, int *ok)
+{
+    int32_t *v = calloc((size_t)bs->nranks, sizeof(int32_t));
+    if (!v) return mpccl_fail(MPCCL_ERR_SYSTEM, "flat setup: out of memory");
+    v[bs->rank] = (int32_t)mine;
+    mpccl_status_t st = mpccl_bootstrap_allgather(bs, v, sizeof(int32_t));
+    *ok = 1;
+    for (int r = 0; r < bs->nranks; r++)
+        if (v[r] != MPCCL_OK) *ok = 0;
+    free(v);
+    return st;
+}
+
+static mpccl_status_t map_region(mpccl_flat_comm_t *f, mpccl_bootstrap_t *bs, size_t bytes)
+{
+    MPCCL_CUDA_CHECK(cudaMalloc(&f->region, bytes));
+    MPCCL_CUDA_CHECK(cudaMemset(f->region, 0, bytes));
+    MPCCL_CUDA_CHECK(cudaDeviceSynchronize());
+    return mpccl_ipc_export(f->region, bytes, &f->desc[bs->rank]);
+}
+
+static mpccl_status_t import_peers(mpccl_flat_comm_t *f)
+{
+    for (int j = 0; j < f->nranks; j++) {
+        if (j == f->rank) {
+            f->peer[j] = f->region;
+            continue;
+        }
+        void *p = NULL;
+        MPCCL_CHECK(mpccl_ipc_import(&f->desc[j], f->dev, &p));
+        f->imported[j] = 1;
+        f->peer[j] = p;
+    }
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_flat_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g,
+                                 mpccl_flat_comm_t **out)
+{
+    *out = NULL;
+    int n = bs->nranks;
+    flat_settings_t *all = calloc((size_t)n, sizeof(*all));
+    if (!all) return mpccl_fail(MPCCL_ERR_SYSTEM, "flat setup: out of memory");
+    read_settings(topo, g, &all[bs->rank]);
+    mpccl_status_t st = mpccl_bootstrap_allgather(bs, all, sizeof(*all));
+    int want = 1;
+    for (int r = 0; r < n && st == MPCCL_OK; r++) want = want && all[r].want;
+    flat_settings_t set = all[0];
+    free(all);
+    if (st != MPCCL_OK || !want) return st;
+
+    mpccl_flat_comm_t *f = calloc(1, sizeof(*f));
+    if (!f || !(f->desc = calloc((size_t)n, sizeof(*f->desc)))) {
+        free(f);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "flat setup: out of memory");
+    }
+    f->rank = bs->rank;
+    f->nranks = n;
+    f->dev = g->dev;
+    f->set = set;
+    size_t bytes = (size_t)mpccl_flat_region_bytes(n, set.slice_bytes);
+    int ok = 0;
+    mpccl_status_t mine = map_region(f, bs, bytes);
+    MPCCL_CHECK_GOTO(all_ok(bs, mine, &ok), st, fail);
+    if (ok) {
+        MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(bs, f->desc, sizeof(*f->desc)), st, fail);
+        mine = import_peers(f);
+        MPCCL_CHECK_GOTO(all_ok(bs, mine, &ok), st, fail);
+    }
+    if (!ok) {
+        MPCCL_WARN(MPCCL_SUB_INIT, "rank %d: a rank could not set up the flat kernels' region (%zu bytes)%s; "
+                   "collectives use the engine", bs->rank, bytes, mine != MPCCL_OK ? ", this one among them" : "");
+        mpccl_flat_destroy(f, 0);
+        return MPCCL_OK;
+    }
+    MPCCL_INFO(MPCCL_SUB_INIT, "rank %d/%d: flat kernels, region %zu bytes (%llu per peer and parity), up to %d "
+               "CTAs", bs->rank, n, bytes, (unsigned long long)set.slice_bytes, (int)set.max_ctas);
+    *out = f;
+    return MPCCL_OK;
+fail:
+    mpccl_flat_destroy(f, 0);
+    return st;
+}
+
+/* ---- per call ---- */
+
+static int block_count(const mpccl_flat_comm_t *f, mpccl_coll_t c)
+{
+    switch (c) {
+    case MPCCL_COLL_REDUCESCATTER:
+    case MPCCL_COLL_ALLGATHER:
+    case MPCCL_COLL_ALLTOALL:
+    case MPCCL_COLL_GATHER:
+    case MPCCL_COLL_SCATTER: return f->nranks;
+    default: return 1;
+    }
+}
+
+static int mode_of(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
+{
+    uint64_t n = (uint64_t)f->nranks, bytes = d->count * mpccl_dtype_size(d->dt);
+    switch (d->coll) {
+    case MPCCL_COLL_ALLREDUCE:
+        return bytes * (n - 1) * (n - 2) <= f->set.oneshot_bytes * n ? MPCCL_FLAT_ALLREDUCE_1 : MPCCL_FLAT_ALLREDUCE_2;
+    case MPCCL_COLL_REDUCESCATTER: return MPCCL_FLAT_REDUCESCATTER;
+    case MPCCL_COLL_ALLGATHER: return MPCCL_FLAT_ALLGATHER;
+    case MPCCL_COLL_ALLTOALL: return MPCCL_FLAT_ALLTOALL;
+    case MPCCL_COLL_BROADCAST: return MPCCL_FLAT_BROADCAST;
+    case MPCCL_COLL_REDUCE: return MPCCL_FLAT_REDUCE;
+    case MPCCL_COLL_GATHER: return MPCCL_FLAT_GATHER;
+    case MPCCL_COLL_SCATTER: return MPCCL_FLAT_SCATTER;
+    default: return -1;
+    }
+}
+
+int mpccl_flat_takes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
+{
+    if (!f || d->count == 0 || mode_of(f, d) < 0 || (unsigned)d->op >= MPCCL_NUM_OPS) return 0;
+    uint64_t bytes = d->count * mpccl_dtype_size(d->dt) * (uint64_t)block_count(f, d->coll);
+    return f->set.max_bytes == 0 || bytes <= f->set.max_bytes;
+}
+
+/* CTAs and the per-CTA share of a block: about cta_bytes per CTA, at most
+ * max_ctas, each CTA's share within its area of the slice. */
+static void geometry(const mpccl_flat_comm_t *f, int mode, uint64_t count, size_t es, uint32_t *ctas,
+                     uint32_t *sub_elems, uint32_t *stride)
+{
+    uint64_t n = (uint64_t)f->nranks;
+    int two = mode == MPCCL_FLAT_ALLREDUCE_2;
+    uint64_t area = two ? f->set.slice_bytes / 2 : f->set.slice_bytes;
+    uint64_t block = (two ? (count + n - 1) / n : count) * es;
+    uint64_t c = (block + f->set.cta_bytes - 1) / f->set.cta_bytes;
+    if (c < 1) c = 1;
+    if (c > (uint64_t)f->set.max_ctas) c = (uint64_t)f->set.max_ctas;
+    uint64_t st = area / c / 16 * 16;
+    uint64_t want = ((block + c - 1) / c + 15) / 16 * 16;
+    uint64_t sub = want < st ? want : st;
+    *ctas = (uint32_t)c;
+    *stride = (uint32_t)st;
+    *sub_elems = (uint32_t)(sub / es);
+}
+
+mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
+                                      cudaStream_t stream)
+{
+    const mpccl_coll_desc_t *d = &call->desc;
+    mpccl_flat_args_t a;
+    memset(&a, 0, sizeof(a));
+    for (int j = 0; j < f->nranks; j++) a.region[j] = f->peer[j];
+    a.in = in;
+    a.out = call->task.out;
+    a.count = d->count;
+    a.slice_bytes = f->set.slice_bytes;
+    a.divisor = d->divide ? call->task.divisor : 0;
+    a.rank = f->rank;
+    a.nranks = f->nranks;
+    a.root = d->root;
+    a.mode = mode_of(f, d);
+    a.dtype = d->dt;
+    a.op = (d->coll == MPCCL_COLL_ALLREDUCE || d->coll == MPCCL_COLL_REDUCE || d->coll == MPCCL_COLL_REDUCESCATTER)
+               ? (int)d->op : MPCCL_OP_SUM;
+    uint32_t ctas = 1;
+    geometry(f, a.mode, d->count, mpccl_dtype_size(d->dt), &ctas, &a.sub_elems, &a.stride);
+    return mpccl_flat_launch(&a, ctas, stream);
+}
+#endif

@@ -1,0 +1,31 @@
+/* Host side of the flat kernels (lib/kernels/flat.h): the symmetric region every
+ * rank of a single-node, all-P2P communicator maps from every peer, and the
+ * choice and launch of a flat kernel for a call.  Only built with CUDA. */
+#ifndef MPCCL_GPU_FLAT_H
+#define MPCCL_GPU_FLAT_H
+
+#include "cuda_rt.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include "bootstrap.h"
+#include "gpu_comm.h"
+#include "group.h"
+
+typedef struct mpccl_flat_comm mpccl_flat_comm_t;
+
+/* Collective.  *out = NULL (and MPCCL_OK) when the communicator does not
+ * qualify (several nodes, a pair without P2P, more than MPCCL_FLAT_MAX_RANKS
+ * ranks, MPCCL_FLAT=0 on any rank) or when any rank could not set its region
+ * up (logged); calls then go to the engine. */
+mpccl_status_t mpccl_flat_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g,
+                                 mpccl_flat_comm_t **out);
+void mpccl_flat_destroy(mpccl_flat_comm_t *f, int leak_device_memory);
+
+/* Whether the call runs as a flat kernel (the same answer on every rank). */
+int mpccl_flat_takes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d);
+/* Enqueues the call on stream with input `in` (the prescaled copy when the
+ * call has one). */
+mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
+                                      cudaStream_t stream);
+#endif
+#endif

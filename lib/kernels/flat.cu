@@ -1,0 +1,37 @@
+/* Flat kernels: the launch, dispatched by datatype to the flat_*.cu units
+ * (the device code is lib/kernels/flat_impl.cuh). */
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "nccl.h"
+extern "C" {
+#include "status.h"
+}
+#include "kernels/flat.h"
+
+#define MPCCL_FLAT_TYPES(X) X(ncclInt8) X(ncclUint8) X(ncclInt32) X(ncclUint32) X(ncclInt64) X(ncclUint64) X(ncclFloat16) X(ncclBfloat16) X(ncclFloat32) X(ncclFloat64) X(ncclFloat8e4m3) X(ncclFloat8e5m2)
+
+#define X(DT) extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s);
+MPCCL_FLAT_TYPES(X)
+#undef X
+
+extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
+{
+    if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS || a->nranks < 2 || a->nranks > MPCCL_FLAT_MAX_RANKS ||
+        (unsigned)a->mode >= MPCCL_FLAT_NUM_MODES || (unsigned)a->op > 3 || a->sub_elems == 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "flat launch: %u CTAs, %d ranks, mode %d, op %d, %u elements per CTA",
+                          nctas, a->nranks, a->mode, a->op, a->sub_elems);
+    cudaError_t e;
+    switch (a->dtype) {
+#define X(DT)                                                                        \
+    case DT: e = mpccl_flat_launch_##DT(a, nctas, stream); break;
+        MPCCL_FLAT_TYPES(X)
+#undef X
+    default: return mpccl_fail(MPCCL_ERR_INTERNAL, "flat launch with datatype %d", a->dtype);
+    }
+    if (e != cudaSuccess)
+        return mpccl_fail(MPCCL_ERR_CUDA, "launching the flat kernel (datatype %d) failed: %s", a->dtype,
+                          cudaGetErrorString(e));
+    return MPCCL_OK;
+}

@@ -1,0 +1,374 @@
+/* Flat kernels (flat.h), the device code: every rank stores into its peers' regions, one flag per
+ * peer and chunk, and finishes locally.
+ *
+ * Per CTA g and chunk c (seq = chunks completed before this launch + c + 1,
+ * parity p = seq & 1):
+ *   push    store my sub-part g of each destination's block into
+ *           region[dst][p][me] at g * stride
+ *   signal  __syncthreads, then one thread per peer: system fence, flag = seq
+ *   wait    one thread per peer polls my flag of that peer until it reaches seq
+ *   consume read the sources' sub-parts from my region (mine from the input),
+ *           reduce or copy into the output
+ * Two-shot allreduce adds a second push / signal / wait / consume (the reduced
+ * slice to everyone, into the slice's second half).
+ *
+ * Why two parities suffice: a peer stores chunk seq + 2 into the parity I read
+ * at seq only after it saw my flag of seq + 1, which I raise after consuming
+ * seq (program order and the bar.sync + fence of signal).  Across launches the
+ * chunk counter continues, and launches of one communicator are ordered.
+ * Every mode exchanges flags with every peer, even a rank with nothing to
+ * send (broadcast's non-roots), so no rank runs ahead of another.
+ *
+ * Results are identical on every rank: reductions run in rank order 0..N-1
+ * wherever they run. */
+#ifndef MPCCL_FLAT_IMPL_CUH
+#define MPCCL_FLAT_IMPL_CUH
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda_runtime.h>
+
+#include "nccl.h"
+extern "C" {
+#include "status.h"
+}
+#include "kernels/elementwise.cuh"
+#include "kernels/flat.h"
+
+namespace {
+
+using namespace mpccl_ew;
+
+enum { UNROLL = 4 };
+
+__device__ __forceinline__ uint32_t vload(const volatile uint32_t *p) { return *p; }
+
+/* dsts[0..nd)[i] = op over srcs[0..ns)[i] (in source order), divided by
+ * divisor when it is non-zero (integer average), for i < n elements.  Sources
+ * and destinations are in shared memory (set by thread 0 before a barrier). */
+template <int DT, int OP> __device__ void combine(char *const *dsts, int nd, const char *const *srcs, int ns,
+                                                  uint64_t n, uint64_t divisor)
+{
+    typedef typename ty<DT>::T T;
+    const int V = 16 / sizeof(T);
+    const uint64_t tid = threadIdx.x, nt = blockDim.x;
+    if (n == 0) return;
+    /* Vectors when every pointer has the same misalignment, a whole number of
+     * elements; a scalar head brings them to 16 bytes. */
+    uintptr_t m = (uintptr_t)dsts[0] & 15;
+    bool same = m % sizeof(T) == 0;
+    for (int d = 1; d < nd; d++) same = same && ((uintptr_t)dsts[d] & 15) == m;
+    for (int s = 0; s < ns; s++) same = same && ((uintptr_t)srcs[s] & 15) == m;
+    uint64_t h = same ? ((16 - m) & 15) / sizeof(T) : n;
+    if (h > n) h = n;
+    typename ty<DT>::D dv = ty<DT>::divisor(divisor);
+    for (uint64_t i = tid; i < h; i += nt) {
+        T acc = ld1((const T *)srcs[0] + i);
+        for (int s = 1; s < ns; s++) acc = binop<DT, OP>::apply(acc, ld1((const T *)srcs[s] + i));
+        if (divisor) acc = ty<DT>::div(acc, dv);
+        for (int d = 0; d < nd; d++) ((T *)dsts[d])[i] = acc;
+    }
+    uint64_t nv = (n - h) / V, hb = h * sizeof(T);
+    for (uint64_t v0 = tid; v0 < nv; v0 += (uint64_t)UNROLL * nt) {
+        uint4 acc[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            uint64_t v = v0 + u * nt;
+            if (v < nv) acc[u] = ld16(srcs[0] + hb + v * 16);
+        }
+        for (int s = 1; s < ns; s++) {
+            uint4 x[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                uint64_t v = v0 + u * nt;
+                if (v < nv) x[u] = ld16(srcs[s] + hb + v * 16);
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                T xs[V], ys[V];
+                memcpy(xs, &acc[u], 16);
+                memcpy(ys, &x[u], 16);
+#pragma unroll
+                for (int k = 0; k < V; k++) xs[k] = binop<DT, OP>::apply(xs[k], ys[k]);
+                memcpy(&acc[u], xs, 16);
+            }
+        }
+        if (divisor) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                T xs[V];
+                memcpy(xs, &acc[u], 16);
+#pragma unroll
+                for (int k = 0; k < V; k++) xs[k] = ty<DT>::div(xs[k], dv);
+                memcpy(&acc[u], xs, 16);
+            }
+        }
+        for (int d = 0; d < nd; d++) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                uint64_t v = v0 + u * nt;
+                if (v < nv) st16(dsts[d] + hb + v * 16, acc[u]);
+            }
+        }
+    }
+    for (uint64_t i = h + nv * V + tid; i < n; i += nt) {
+        T acc = ld1((const T *)srcs[0] + i);
+        for (int s = 1; s < ns; s++) acc = binop<DT, OP>::apply(acc, ld1((const T *)srcs[s] + i));
+        if (divisor) acc = ty<DT>::div(acc, dv);
+        for (int d = 0; d < nd; d++) ((T *)dsts[d])[i] = acc;
+    }
+}
+
+struct shared_ptrs {
+    char *d[MPCCL_FLAT_MAX_RANKS + 1];
+    const char *s[MPCCL_FLAT_MAX_RANKS];
+    uint32_t epoch;
+};
+
+template <int DT, int OP> struct flat {
+    typedef typename ty<DT>::T T;
+    const mpccl_flat_args_t &a;
+    shared_ptrs &sh;
+    int N, me, G, g;
+    uint64_t flags_off;
+
+    __device__ char *area(int r, int src, uint32_t p, int phase2) const
+    {
+        return a.region[r] + ((uint64_t)p * N + src) * a.slice_bytes + (phase2 ? a.slice_bytes / 2 : 0) +
+               (uint64_t)g * a.stride;
+    }
+    __device__ volatile uint32_t *flag(int r, int phase, uint32_t p, int src) const
+    {
+        return (volatile uint32_t *)(a.region[r] + flags_off) +
+               (((uint64_t)phase * 2 + p) * N + src) * MPCCL_FLAT_MAX_CTAS + g;
+    }
+    __device__ const char *in_at(uint64_t elem) const { return (const char *)a.in + elem * sizeof(T); }
+    __device__ char *out_at(uint64_t elem) const { return (char *)a.out + elem * sizeof(T); }
+
+    /* My data is in the peers' regions (and what I read of theirs is done). */
+    __device__ void signal(int phase, uint32_t p, uint32_t seq) const
+    {
+        __syncthreads();
+        for (int j = threadIdx.x; j < N; j += blockDim.x)
+            if (j != me) {
+                __threadfence_system();
+                *flag(j, phase, p, me) = seq;
+            }
+    }
+    __device__ void wait(int phase, uint32_t p, uint32_t seq) const
+    {
+        for (int j = threadIdx.x; j < N; j += blockDim.x)
+            if (j != me) {
+                volatile uint32_t *f = flag(me, phase, p, j);
+                while ((int32_t)(vload(f) - seq) < 0) {
+                }
+                __threadfence();
+            }
+        __syncthreads();
+    }
+
+    /* One combine with pointers thread 0 placed in sh; barriers around so the
+     * pointer table can be reused. */
+    __device__ void run(int nd, int ns, uint64_t n, uint64_t divisor) const
+    {
+        __syncthreads();
+        combine<DT, OP>(sh.d, nd, sh.s, ns, n, divisor);
+        __syncthreads();
+    }
+    __device__ void copy1(char *dst, const char *src, uint64_t n) const
+    {
+        if (dst == src || n == 0) return;
+        if (threadIdx.x == 0) {
+            sh.d[0] = dst;
+            sh.s[0] = src;
+        }
+        run(1, 1, n, 0);
+    }
+    /* src to every peer's area for me. */
+    __device__ void push_all(const char *src, uint32_t p, uint64_t n) const
+    {
+        if (n == 0) return;
+        if (threadIdx.x == 0) {
+            int k = 0;
+            for (int j = 0; j < N; j++)
+                if (j != me) sh.d[k++] = area(j, me, p, 0);
+            sh.s[0] = src;
+        }
+        run(N - 1, 1, n, 0);
+    }
+    /* Reduce over all ranks in rank order: mine from `own`, the others from my
+     * region; into dst (and, two-shot, into every peer's phase-2 area). */
+    __device__ void reduce_all(char *dst, const char *own, uint32_t p, uint64_t n, int to_peers) const
+    {
+        if (n == 0) return;
+        if (threadIdx.x == 0) {
+            int k = 1;
+            sh.d[0] = dst;
+            for (int s = 0; s < N; s++) {
+                sh.s[s] = s == me ? own : area(me, s, p, 0);
+                if (to_peers && s != me) sh.d[k++] = area(s, me, p, 1);
+            }
+        }
+        run(to_peers ? N : 1, N, n, a.divisor);
+    }
+
+    __device__ uint64_t part(uint64_t block_len) const
+    {
+        uint64_t o = (uint64_t)g * a.sub_elems;
+        if (block_len <= o) return 0;
+        uint64_t n = block_len - o;
+        return n < a.sub_elems ? n : a.sub_elems;
+    }
+
+    __device__ void chunk_two_shot(uint64_t c, uint32_t p, uint32_t seq) const
+    {
+        uint64_t cap = (uint64_t)G * a.sub_elems, o = (uint64_t)g * a.sub_elems;
+        uint64_t first = c * cap * N;
+        /* slice s of the chunk: [first + s * cap, + len(s)) */
+#define SLICE_LEN(s) (a.count > first + (uint64_t)(s) * cap ? a.count - first - (uint64_t)(s) * cap : 0)
+        for (int j = 0; j < N; j++) {
+            if (j == me) continue;
+            uint64_t n = part(SLICE_LEN(j) < cap ? SLICE_LEN(j) : cap);
+            if (n == 0) continue;
+            if (threadIdx.x == 0) {
+                sh.d[0] = area(j, me, p, 0);
+                sh.s[0] = in_at(first + (uint64_t)j * cap + o);
+            }
+            run(1, 1, n, 0);
+        }
+        signal(0, p, seq);
+        wait(0, p, seq);
+        uint64_t mine0 = first + (uint64_t)me * cap + o;
+        reduce_all(out_at(mine0), in_at(mine0), p, part(SLICE_LEN(me) < cap ? SLICE_LEN(me) : cap), 1);
+        signal(1, p, seq);
+        wait(1, p, seq);
+        for (int s = 0; s < N; s++) {
+            if (s == me) continue;
+            uint64_t n = part(SLICE_LEN(s) < cap ? SLICE_LEN(s) : cap);
+            copy1(out_at(first + (uint64_t)s * cap + o), area(me, s, p, 1), n);
+        }
+#undef SLICE_LEN
+    }
+
+    __device__ void chunk(uint64_t c, uint32_t p, uint32_t seq) const
+    {
+        uint64_t cap = (uint64_t)G * a.sub_elems, base = c * cap, o = (uint64_t)g * a.sub_elems;
+        uint64_t L = a.count - base < cap ? a.count - base : cap, n = part(L), at = base + o;
+        uint64_t cnt = a.count;
+        int root = a.root;
+        /* push */
+        switch (a.mode) {
+        case MPCCL_FLAT_ALLREDUCE_1:
+        case MPCCL_FLAT_ALLGATHER: push_all(in_at(at), p, n); break;
+        case MPCCL_FLAT_BROADCAST:
+            if (me == root) push_all(in_at(at), p, n);
+            break;
+        case MPCCL_FLAT_REDUCE:
+        case MPCCL_FLAT_GATHER:
+            if (me != root && n) {
+                if (threadIdx.x == 0) {
+                    sh.d[0] = area(root, me, p, 0);
+                    sh.s[0] = in_at(at);
+                }
+                run(1, 1, n, 0);
+            }
+            break;
+        case MPCCL_FLAT_REDUCESCATTER:
+        case MPCCL_FLAT_ALLTOALL:
+        case MPCCL_FLAT_SCATTER:
+            if ((a.mode != MPCCL_FLAT_SCATTER || me == root) && n) {
+                for (int j = 0; j < N; j++) {
+                    if (j == me) continue;
+                    if (threadIdx.x == 0) {
+                        sh.d[0] = area(j, me, p, 0);
+                        sh.s[0] = in_at((uint64_t)j * cnt + at);
+                    }
+                    run(1, 1, n, 0);
+                }
+            }
+            break;
+        default: break;
+        }
+        signal(0, p, seq);
+        wait(0, p, seq);
+        /* consume */
+        switch (a.mode) {
+        case MPCCL_FLAT_ALLREDUCE_1: reduce_all(out_at(at), in_at(at), p, n, 0); break;
+        case MPCCL_FLAT_REDUCESCATTER: reduce_all(out_at(at), in_at((uint64_t)me * cnt + at), p, n, 0); break;
+        case MPCCL_FLAT_REDUCE:
+            if (me == root) reduce_all(out_at(at), in_at(at), p, n, 0);
+            break;
+        case MPCCL_FLAT_ALLGATHER:
+        case MPCCL_FLAT_ALLTOALL:
+        case MPCCL_FLAT_GATHER:
+            if (a.mode == MPCCL_FLAT_GATHER && me != root) break;
+            for (int s = 0; s < N; s++) {
+                const char *src = s != me ? area(me, s, p, 0)
+                                 : in_at((a.mode == MPCCL_FLAT_ALLTOALL ? (uint64_t)me * cnt : 0) + at);
+                copy1(out_at((uint64_t)s * cnt + at), src, n);
+            }
+            break;
+        case MPCCL_FLAT_BROADCAST: copy1(out_at(at), me == root ? in_at(at) : area(me, root, p, 0), n); break;
+        case MPCCL_FLAT_SCATTER:
+            copy1(out_at(at), me == root ? in_at((uint64_t)me * cnt + at) : area(me, root, p, 0), n);
+            break;
+        default: break;
+        }
+    }
+
+    __device__ void body() const
+    {
+        uint32_t *ctr = (uint32_t *)(a.region[me] + mpccl_flat_ctr_off(N, a.slice_bytes));
+        if (threadIdx.x == 0) sh.epoch = vload(ctr);
+        __syncthreads();
+        uint32_t epoch = sh.epoch;
+        uint64_t cap = (uint64_t)G * a.sub_elems;
+        int two = a.mode == MPCCL_FLAT_ALLREDUCE_2;
+        uint64_t per = two ? cap * N : cap, nch = (a.count + per - 1) / per;
+        for (uint64_t c = 0; c < nch; c++) {
+            uint32_t seq = epoch + (uint32_t)c + 1u, p = seq & 1u;
+            if (two) chunk_two_shot(c, p, seq);
+            else chunk(c, p, seq);
+        }
+        /* The last CTA out advances the chunk counter for the next launch. */
+        if (threadIdx.x == 0) {
+            __threadfence();
+            if (atomicAdd(&ctr[1], 1u) == (uint32_t)G - 1u) {
+                ctr[1] = 0;
+                ctr[0] = epoch + (uint32_t)nch;
+                __threadfence();
+            }
+        }
+    }
+};
+
+template <int DT> __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_kernel(mpccl_flat_args_t a)
+{
+    __shared__ shared_ptrs sh;
+    int N = a.nranks;
+    uint64_t fo = mpccl_flat_flags_off(N, a.slice_bytes);
+    switch (a.op) {
+    case OP_SUM: flat<DT, OP_SUM>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo}.body(); break;
+    case OP_PROD: flat<DT, OP_PROD>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo}.body(); break;
+    case OP_MAX: flat<DT, OP_MAX>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo}.body(); break;
+    default: flat<DT, OP_MIN>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo}.body(); break;
+    }
+}
+
+/* One datatype's kernel launch; each flat_*.cu instantiates a few datatypes,
+ * so nvcc compiles them in parallel. */
+template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
+{
+    flat_kernel<DT><<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+#define MPCCL_FLAT_INSTANTIATE(DT)                                                                           \
+    extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s) \
+    {                                                                                                        \
+        return launch_dt<DT>(a, nctas, s);                                                                   \
+    }
+#endif
+
