@@ -31,7 +31,7 @@
 typedef struct opts {
     size_t minbytes, maxbytes, stepbytes;
     double stepfactor;
-    int iters, warmup, check, root, average, blocking, agg;
+    int iters, warmup, check, root, average, blocking, agg, graph;
     int colls[PERF_NUM_COLLS], ncolls;
     ncclDataType_t types[ncclNumTypes];
     int ntypes;
@@ -50,6 +50,8 @@ typedef struct env {
     perf_mem_t mem;       /* shared by both: same device, stream and buffers */
     double bw_sum[2];
     int bw_rows[2];
+    double host_sum[2];   /* CPU time per call, rows up to 64 KB */
+    int host_rows[2];
     long long wrong;
     FILE *csv;            /* rank 0 only */
 } env_t;
@@ -65,6 +67,7 @@ typedef struct row {
 
 typedef struct meas {
     double us, algbw, busbw;
+    double host_us; /* CPU time inside the library per call (eager launches) */
     long long wrong; /* -1: not checked */
 } meas_t;
 
@@ -142,6 +145,7 @@ static void usage(void)
            "  -r, --root N         root of rooted collectives, default 0\n"
            "  -a, --average 0-3    time reported: 0 rank 0, 1 average, 2 minimum, 3 maximum\n"
            "  -z, --blocking 0|1   wait for each call (GPU buffers only; host calls block)\n"
+           "  -G, --cudagraph N    capture N iterations into a CUDA graph and time its replays\n"
            "  -t, --nthreads 1     -g, --ngpus 1   (one GPU per process)\n"
            "  -C, --collective C   allreduce reduce_scatter all_gather alltoall broadcast\n"
            "                       reduce gather scatter sendrecv, or all (default)\n"
@@ -186,7 +190,7 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
         case 't': case 'g':
             if (parse_int(optarg) != 1) die("-%s: mpccl-perf runs one thread with one GPU per process", ch == 't' ? "t" : "g");
             break;
-        case 'G': if (parse_int(optarg) != 0) die("%s: CUDA graphs are not supported", "-G"); break;
+        case 'G': o->graph = parse_int(optarg); break;
         case 'B':
             if (!strcmp(optarg, "uniqueid")) o->uniqueid = 1;
             else if (strcmp(optarg, "mpi")) die("-B %s: expected mpi or uniqueid", optarg);
@@ -226,27 +230,65 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
 
 static double now_us(void) { return MPI_Wtime() * 1e6; }
 
-/* One timed loop: warmup, then iters * agg calls and a single completion wait. */
-static double time_calls(const opts_t *o, env_t *e, const perf_call_t *c, int iters)
+/* One rank's wall time per iteration, combined over the ranks as -a says. */
+static double combine_ranks(const opts_t *o, env_t *e, double dt)
 {
-    double t0, dt, out;
-    MPI_Barrier(MPI_COMM_WORLD);
-    t0 = now_us();
-    for (int i = 0; i < iters; i++) {
-        if (o->agg > 1) LCHECK(c->lib, c->lib->GroupStart());
-        for (int a = 0; a < o->agg; a++) LCHECK(c->lib, perf_call_launch(c));
-        if (o->agg > 1) LCHECK(c->lib, c->lib->GroupEnd());
-        if (o->blocking && perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
-    }
-    if (perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
-    dt = iters ? (now_us() - t0) / iters : 0;
+    double out;
     switch (o->average) {
     case 0: out = dt; MPI_Bcast(&out, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
     case 2: MPI_Allreduce(&dt, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD); break;
     case 3: MPI_Allreduce(&dt, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); break;
     default: MPI_Allreduce(&dt, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); out /= e->nranks;
     }
-    return out / o->agg;
+    return out;
+}
+
+static void issue(const opts_t *o, const perf_call_t *c)
+{
+    if (o->agg > 1) LCHECK(c->lib, c->lib->GroupStart());
+    for (int a = 0; a < o->agg; a++) LCHECK(c->lib, perf_call_launch(c));
+    if (o->agg > 1) LCHECK(c->lib, c->lib->GroupEnd());
+}
+
+/* -G N: the iterations are captured into a CUDA graph (N iterations per graph,
+ * replayed until iters are done); the time is the replays'. */
+static double time_graph(const opts_t *o, env_t *e, const perf_call_t *c, int iters)
+{
+    if (iters == 0) return 0;
+    int per = o->graph < iters ? o->graph : iters;
+    if (perf_mem_capture_begin(&e->mem)) die("%s", "cudaStreamBeginCapture failed (-G needs GPU buffers)");
+    for (int i = 0; i < per; i++) issue(o, c);
+    void *g = perf_mem_capture_end(&e->mem);
+    if (!g) die("%s", "capturing the calls into a CUDA graph failed");
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now_us();
+    int done = 0;
+    for (; done + per <= iters; done += per)
+        if (perf_mem_graph_launch(&e->mem, g)) die("%s", "cudaGraphLaunch failed");
+    if (perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
+    double dt = done ? (now_us() - t0) / done : 0;
+    perf_mem_graph_free(g);
+    return combine_ranks(o, e, dt) / o->agg;
+}
+
+/* One timed loop: iters * agg calls and a single completion wait.  *host_us
+ * (when not NULL) gets the CPU time spent inside the calls, per call. */
+static double time_calls(const opts_t *o, env_t *e, const perf_call_t *c, int iters, double *host_us)
+{
+    if (o->graph > 0) return time_graph(o, e, c, iters);
+    double t0, dt, in_calls = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        double c0 = now_us();
+        issue(o, c);
+        in_calls += now_us() - c0;
+        if (o->blocking && perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
+    }
+    if (perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");
+    dt = iters ? (now_us() - t0) / iters : 0;
+    if (host_us) *host_us = iters ? combine_ranks(o, e, in_calls / iters) / o->agg : 0;
+    return combine_ranks(o, e, dt) / o->agg;
 }
 
 static void fmt_time(char *buf, size_t len, double us)
@@ -263,8 +305,8 @@ static void measure(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t
     long long local = 0;
     int l = c->lib == &e->lib[0] ? 0 : 1;
     if (perf_call_prepare(c, d, &e->mem, host)) die("%s", "cannot copy input to the buffers");
-    time_calls(o, e, c, o->warmup);
-    m->us = time_calls(o, e, c, o->iters);
+    time_calls(o, e, c, o->warmup, NULL);
+    m->us = time_calls(o, e, c, o->iters, &m->host_us);
     m->wrong = -1;
     if (o->check) {
         /* fresh input (in-place iterations consumed it), one call, then compare */
@@ -283,6 +325,10 @@ static void measure(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t
     m->busbw = m->algbw * perf_coll_bus_factor(c->coll, e->nranks);
     e->bw_sum[l] += m->busbw;
     e->bw_rows[l]++;
+    if (bytes <= (64u << 10) && o->graph <= 0) {
+        e->host_sum[l] += m->host_us;
+        e->host_rows[l]++;
+    }
 }
 
 /* The four columns of one measurement: time, algbw, busbw, #wrong. */
@@ -300,7 +346,7 @@ static void csv_row(env_t *e, const row_t *r, int inplace, const perf_nccl_t *li
     fprintf(e->csv, "%s,%zu,%zu,%s,%s,%d,%d,%s,%.3f,%.4f,%.4f,", perf_coll_name(r->coll), r->bytes, r->count,
             perf_type_name(r->type), perf_op_name(r->op), r->root, inplace, lib->label, m->us, m->algbw, m->busbw);
     if (m->wrong >= 0) fprintf(e->csv, "%lld", m->wrong);
-    fputc('\n', e->csv);
+    fprintf(e->csv, ",%.3f\n", m->host_us);
 }
 
 /* With --compare: one line per placement, both libraries and the ratios. */
@@ -322,9 +368,9 @@ static void print_header(const opts_t *o, env_t *e, perf_coll_t coll)
     if (e->rank == 0) {
         printf("# Collective test starting: mpccl-perf %s\n", perf_coll_name(coll));
         printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d "
-               "agg iters: %d validation: %d graph: 0\n#\n",
+               "agg iters: %d validation: %d graph: %d\n#\n",
                o->minbytes, o->maxbytes, o->stepfactor ? o->stepfactor : (double)o->stepbytes,
-               o->stepfactor ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check);
+               o->stepfactor ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check, o->graph);
         for (int l = 0; l < e->nlibs && e->nlibs > 1; l++)
             printf("# Library %-5s: %s (version %d), %s\n", e->lib[l].label, e->lib[l].path, e->lib[l].version,
                    e->lib[l].how);
@@ -495,7 +541,7 @@ int main(int argc, char **argv)
     if (o.root < 0 || o.root >= e.nranks) die("%s", "-r: root out of range");
     if (o.csv && e.rank == 0) {
         if (!(e.csv = fopen(o.csv, "w"))) die("cannot write %s", o.csv);
-        fprintf(e.csv, "collective,bytes,count,type,op,root,inplace,lib,time_us,algbw,busbw,wrong\n");
+        fprintf(e.csv, "collective,bytes,count,type,op,root,inplace,lib,time_us,algbw,busbw,wrong,host_us\n");
     }
     init_comm(&o, &e);
     for (int i = 0; i < o.ncolls; i++) run_coll(&o, &e, (perf_coll_t)o.colls[i]);
@@ -504,6 +550,13 @@ int main(int argc, char **argv)
         printf("# Avg bus bandwidth    : %g \n", e.bw_rows[0] ? e.bw_sum[0] / e.bw_rows[0] : 0.0);
         if (e.nlibs > 1)
             printf("# Avg bus bandwidth of the other library: %g \n", e.bw_rows[1] ? e.bw_sum[1] / e.bw_rows[1] : 0.0);
+        if (e.host_rows[0])
+            printf("# Host time per call up to 64 KB (in the library, eager launches): %.2f us%s", e.host_sum[0] / e.host_rows[0],
+                   e.nlibs > 1 ? "" : "\n");
+        if (e.host_rows[0] && e.nlibs > 1 && e.host_rows[1])
+            printf(", the other library %.2f us\n", e.host_sum[1] / e.host_rows[1]);
+        else if (e.host_rows[0] && e.nlibs > 1)
+            printf("\n");
         printf("#\n");
         if (e.csv && fclose(e.csv)) die("cannot write %s", o.csv);
     }

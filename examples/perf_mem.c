@@ -108,3 +108,48 @@ int perf_mem_sync(perf_mem_t *m)
 #endif
     return 0;
 }
+
+int perf_mem_capture_begin(perf_mem_t *m)
+{
+#ifdef PERF_CUDA
+    if (m->gpu) return cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+#else
+    (void)m;
+#endif
+    return -1;
+}
+
+void *perf_mem_capture_end(perf_mem_t *m)
+{
+#ifdef PERF_CUDA
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    if (!m->gpu || cudaStreamEndCapture(m->stream, &g) != cudaSuccess) return NULL;
+    cudaError_t e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    return e == cudaSuccess ? (void *)x : NULL;
+#else
+    (void)m;
+    return NULL;
+#endif
+}
+
+int perf_mem_graph_launch(perf_mem_t *m, void *graph)
+{
+#ifdef PERF_CUDA
+    return cudaGraphLaunch((cudaGraphExec_t)graph, m->stream) != cudaSuccess;
+#else
+    (void)m;
+    (void)graph;
+    return -1;
+#endif
+}
+
+void perf_mem_graph_free(void *graph)
+{
+#ifdef PERF_CUDA
+    if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
+#else
+    (void)graph;
+#endif
+}

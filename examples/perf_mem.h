@@ -26,5 +26,12 @@ int perf_mem_put(perf_mem_t *m, void *dst, const void *host, size_t bytes);
 int perf_mem_get(perf_mem_t *m, void *host, const void *src, size_t bytes);
 /* Waits until everything issued on m->stream has completed; 0 on success. */
 int perf_mem_sync(perf_mem_t *m);
+/* CUDA graphs of the calls issued on m->stream (GPU buffers only): begin a
+ * capture (0 on success), end it and instantiate (NULL on failure), launch on
+ * m->stream (0 on success), free. */
+int perf_mem_capture_begin(perf_mem_t *m);
+void *perf_mem_capture_end(perf_mem_t *m);
+int perf_mem_graph_launch(perf_mem_t *m, void *graph);
+void perf_mem_graph_free(void *graph);
 
 #endif
