@@ -52,7 +52,7 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"FLAT_SLICE_BYTES", NULL, "0",
      "flat kernels: bytes each rank keeps per peer and parity (0: min(4M, 64M / (2 * ranks)))", NULL, NULL},
-    {"FLAT_CTAS", NULL, "32", "flat kernels: most CTAs per launch (1..64)", NULL, NULL},
+    {"FLAT_CTAS", NULL, "32", "flat kernels: most CTAs per launch (1..128)", NULL, NULL},
     {"FLAT_CTA_BYTES", NULL, "16K", "flat kernels: bytes per CTA and peer before another CTA is added", NULL, NULL},
     {"FLAT_MAX_BYTES", NULL, "0", "flat kernels: larger calls (bytes per rank) use the engine (0: no limit)", NULL,
      NULL},

@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 #define MPCCL_FLAT_MAX_RANKS 16 /* larger single-node communicators use the engine */
-#define MPCCL_FLAT_MAX_CTAS 64  /* flags per (parity, source) */
+#define MPCCL_FLAT_MAX_CTAS 128 /* flags per (parity, source) */
 #define MPCCL_FLAT_THREADS 512
 
 #ifdef __CUDACC__
