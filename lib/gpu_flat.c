@@ -18,7 +18,7 @@
 typedef struct {
     int32_t want;       /* this rank can and may run flat kernels */
     int32_t max_ctas;
-    uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes;
+    uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max;
 } flat_settings_t;
 
 struct mpccl_flat_comm {
@@ -45,14 +45,15 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
         if (g->links_host[j].kind != MPCCL_LINK_NVLINK) s->want = 0;
     int64_t slice = mpccl_config_int("FLAT_SLICE_BYTES");
     if (slice <= 0) {
-        slice = (64ll << 20) / (2 * (n > 0 ? n : 1));
-        if (slice > (4ll << 20)) slice = 4ll << 20;
+        slice = (128ll << 20) / (2 * (n > 0 ? n : 1));
+        if (slice > (16ll << 20)) slice = 16ll << 20;
     }
     s->slice_bytes = clamp_u64(slice, 64 << 10, 1ull << 30) & ~(uint64_t)255;
     s->max_ctas = (int32_t)clamp_u64(mpccl_config_int("FLAT_CTAS"), 1, MPCCL_FLAT_MAX_CTAS);
     s->cta_bytes = clamp_u64(mpccl_config_int("FLAT_CTA_BYTES"), 16, 1ull << 30);
     s->max_bytes = clamp_u64(mpccl_config_int("FLAT_MAX_BYTES"), 0, UINT64_MAX >> 1);
     s->oneshot_bytes = clamp_u64(mpccl_config_int("FLAT_ONESHOT_BYTES"), 0, UINT64_MAX >> 8);
+    s->ll_max = clamp_u64(mpccl_config_int("FLAT_LL_BYTES"), 0, 1ull << 24) & ~(uint64_t)15;
 }
 
 void mpccl_flat_destroy(mpccl_flat_comm_t *f, int leak_device_memory)
@@ -128,7 +129,7 @@ mpccl_status_t mpccl_flat_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo
     f->nranks = n;
     f->dev = g->dev;
     f->set = set;
-    size_t bytes = (size_t)mpccl_flat_region_bytes(n, set.slice_bytes);
+    size_t bytes = (size_t)mpccl_flat_region_bytes(n, set.slice_bytes, set.ll_max);
     int ok = 0;
     mpccl_status_t mine = map_region(f, bs, bytes);
     MPCCL_CHECK_GOTO(all_ok(bs, mine, &ok), st, fail);
@@ -190,24 +191,33 @@ int mpccl_flat_takes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
     return f->set.max_bytes == 0 || bytes <= f->set.max_bytes;
 }
 
-/* CTAs and the per-CTA share of a block: about cta_bytes per CTA, at most
- * max_ctas, each CTA's share within its area of the slice. */
-static void geometry(const mpccl_flat_comm_t *f, int mode, uint64_t count, size_t es, uint32_t *ctas,
-                     uint32_t *sub_elems, uint32_t *stride)
+/* CTAs and the per-CTA share of a block: about cta_bytes per CTA (a quarter
+ * of that for LL, where latency is all), at most max_ctas, each CTA's share
+ * within its area of the slice (or of the LL area, two bytes per data byte). */
+static void geometry(const mpccl_flat_comm_t *f, int mode, uint64_t count, size_t es, mpccl_flat_args_t *a,
+                     uint32_t *ctas)
 {
     uint64_t n = (uint64_t)f->nranks;
     int two = mode == MPCCL_FLAT_ALLREDUCE_2;
-    uint64_t area = two ? f->set.slice_bytes / 2 : f->set.slice_bytes;
     uint64_t block = (two ? (count + n - 1) / n : count) * es;
-    uint64_t c = (block + f->set.cta_bytes - 1) / f->set.cta_bytes;
+    int ll = !two && f->set.ll_max && block <= f->set.ll_max;
+    uint64_t per_cta = ll ? (f->set.cta_bytes + 3) / 4 : f->set.cta_bytes;
+    uint64_t c = (block + per_cta - 1) / per_cta;
     if (c < 1) c = 1;
     if (c > (uint64_t)f->set.max_ctas) c = (uint64_t)f->set.max_ctas;
-    uint64_t st = area / c / 16 * 16;
     uint64_t want = ((block + c - 1) / c + 15) / 16 * 16;
-    uint64_t sub = want < st ? want : st;
+    if (ll) {
+        a->ll_bytes = mpccl_flat_ll_area(f->set.ll_max);
+        a->stride = (uint32_t)(2 * want);
+        a->sub_elems = (uint32_t)(want / es);
+    } else {
+        uint64_t area = two ? f->set.slice_bytes / 2 : f->set.slice_bytes;
+        uint64_t st = area / c / 16 * 16;
+        a->ll_bytes = 0;
+        a->stride = (uint32_t)st;
+        a->sub_elems = (uint32_t)((want < st ? want : st) / es);
+    }
     *ctas = (uint32_t)c;
-    *stride = (uint32_t)st;
-    *sub_elems = (uint32_t)(sub / es);
 }
 
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
@@ -230,7 +240,7 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
     a.op = (d->coll == MPCCL_COLL_ALLREDUCE || d->coll == MPCCL_COLL_REDUCE || d->coll == MPCCL_COLL_REDUCESCATTER)
                ? (int)d->op : MPCCL_OP_SUM;
     uint32_t ctas = 1;
-    geometry(f, a.mode, d->count, mpccl_dtype_size(d->dt), &ctas, &a.sub_elems, &a.stride);
+    geometry(f, a.mode, d->count, mpccl_dtype_size(d->dt), &a, &ctas);
     return mpccl_flat_launch(&a, ctas, stream);
 }
 #endif

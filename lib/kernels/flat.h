@@ -47,8 +47,15 @@ typedef enum {
  *   data  [parity 2][source nranks][slice_bytes]
  *   flags [phase 2][parity 2][source nranks][MPCCL_FLAT_MAX_CTAS] uint32
  *   ctr   [2] uint32: chunks completed ever, CTAs finished in this launch
+ *   ll    [parity 2][source nranks][ll_area] LL units (ll_area: twice the largest
+ *         LL block, plus rounding room for every CTA)
  * A source's slice of one parity is cut into per-CTA areas of `stride` bytes
- * (two-shot: the first half of the slice for phase 1, the second for phase 2). */
+ * (two-shot: the first half of the slice for phase 1, the second for phase 2).
+ *
+ * LL ("low latency", small calls of one chunk): data travels in 16-byte units
+ * {4 data bytes, seq, 4 data bytes, seq}, so the receiver polls the data itself
+ * and no fence or separate flag is needed; a pair with no data for this call
+ * exchanges a token in the flags instead, so nobody runs ahead. */
 static inline MPCCL_FLAT_HD uint64_t mpccl_flat_flags_off(int nranks, uint64_t slice_bytes)
 {
     return 2ull * (uint64_t)nranks * slice_bytes;
@@ -57,9 +64,17 @@ static inline MPCCL_FLAT_HD uint64_t mpccl_flat_ctr_off(int nranks, uint64_t sli
 {
     return mpccl_flat_flags_off(nranks, slice_bytes) + 4ull * nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t);
 }
-static inline MPCCL_FLAT_HD uint64_t mpccl_flat_region_bytes(int nranks, uint64_t slice_bytes)
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_ll_off(int nranks, uint64_t slice_bytes)
 {
     return mpccl_flat_ctr_off(nranks, slice_bytes) + 256;
+}
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_ll_area(uint64_t ll_max)
+{
+    return ll_max ? 2ull * ll_max + 32ull * MPCCL_FLAT_MAX_CTAS : 0;
+}
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_region_bytes(int nranks, uint64_t slice_bytes, uint64_t ll_max)
+{
+    return mpccl_flat_ll_off(nranks, slice_bytes) + 2ull * (uint64_t)nranks * mpccl_flat_ll_area(ll_max);
 }
 
 /* Passed by value to the kernel. */
@@ -69,9 +84,10 @@ typedef struct mpccl_flat_args {
     void *out;
     uint64_t count;       /* elements per block (allreduce: the whole vector) */
     uint64_t slice_bytes; /* per (parity, source) */
+    uint64_t ll_bytes;    /* LL area per (parity, source); 0: this launch does not use LL */
     uint64_t divisor;     /* > 0: integer average, divide the reduced values */
     uint32_t sub_elems;   /* elements per CTA per block and chunk */
-    uint32_t stride;      /* bytes between the CTAs' areas in a slice (phase) */
+    uint32_t stride;      /* bytes between the CTAs' areas in a slice (phase), or in the LL area */
     int32_t rank, nranks, root;
     int32_t mode, dtype, op;
 } mpccl_flat_args_t;

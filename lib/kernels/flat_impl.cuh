@@ -119,6 +119,68 @@ template <int DT, int OP> __device__ void combine(char *const *dsts, int nd, con
     }
 }
 
+/* ---- LL units: {lo 4 bytes, seq, hi 4 bytes, seq} in one 16-byte store ---- */
+
+/* nb valid bytes at p (p may be unaligned; the rest of the word is 0). */
+__device__ __forceinline__ uint64_t load8(const char *p, int64_t nb)
+{
+    if (nb >= 8 && ((uintptr_t)p & 7) == 0) return __ldcg((const unsigned long long *)p);
+    uint64_t v = 0;
+    for (int k = 0; k < nb && k < 8; k++) v |= (uint64_t)(unsigned char)p[k] << (8 * k);
+    return v;
+}
+__device__ __forceinline__ void store8(char *p, uint64_t v, int64_t nb)
+{
+    if (nb >= 8 && ((uintptr_t)p & 7) == 0) {
+        *(uint64_t *)p = v;
+        return;
+    }
+    for (int k = 0; k < nb && k < 8; k++) p[k] = (char)(v >> (8 * k));
+}
+__device__ __forceinline__ void ll_put(char *unit, uint64_t v, uint32_t seq)
+{
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(unit), "r"((uint32_t)v), "r"(seq),
+                 "r"((uint32_t)(v >> 32)), "r"(seq)
+                 : "memory");
+}
+/* Polls until both halves of the unit carry seq (each 8-byte half lands whole). */
+__device__ __forceinline__ uint64_t ll_get(const char *unit, uint32_t seq)
+{
+    uint32_t x, f1, y, f2;
+    do {
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2)
+                     : "l"(unit)
+                     : "memory");
+    } while (f1 != seq || f2 != seq);
+    return (uint64_t)x | ((uint64_t)y << 32);
+}
+
+/* The op on the elements packed in 8 bytes. */
+template <int DT, int OP> __device__ __forceinline__ uint64_t op8(uint64_t x, uint64_t y)
+{
+    typedef typename ty<DT>::T T;
+    const int V = 8 / sizeof(T);
+    T xs[V], ys[V];
+    memcpy(xs, &x, 8);
+    memcpy(ys, &y, 8);
+#pragma unroll
+    for (int k = 0; k < V; k++) xs[k] = binop<DT, OP>::apply(xs[k], ys[k]);
+    memcpy(&x, xs, 8);
+    return x;
+}
+template <int DT> __device__ __forceinline__ uint64_t div8(uint64_t x, uint64_t divisor)
+{
+    typedef typename ty<DT>::T T;
+    const int V = 8 / sizeof(T);
+    T xs[V];
+    memcpy(xs, &x, 8);
+#pragma unroll
+    for (int k = 0; k < V; k++) xs[k] = ty<DT>::div(xs[k], ty<DT>::divisor(divisor));
+    memcpy(&x, xs, 8);
+    return x;
+}
+
 struct shared_ptrs {
     char *d[MPCCL_FLAT_MAX_RANKS + 1];
     const char *s[MPCCL_FLAT_MAX_RANKS];
@@ -130,7 +192,7 @@ template <int DT, int OP> struct flat {
     const mpccl_flat_args_t &a;
     shared_ptrs &sh;
     int N, me, G, g;
-    uint64_t flags_off;
+    uint64_t flags_off, ll_off;
 
     __device__ char *area(int r, int src, uint32_t p, int phase2) const
     {
@@ -316,6 +378,95 @@ template <int DT, int OP> struct flat {
         }
     }
 
+    /* ---- LL: one chunk, data polled in place ---- */
+
+    __device__ char *ll_area(int r, int src, uint32_t p) const
+    {
+        return a.region[r] + ll_off + ((uint64_t)p * N + src) * a.ll_bytes + (uint64_t)g * a.stride;
+    }
+    /* Whether rank `from` has data for rank `to` in this mode. */
+    __device__ bool ll_sends(int from, int to) const
+    {
+        switch (a.mode) {
+        case MPCCL_FLAT_BROADCAST:
+        case MPCCL_FLAT_SCATTER: return from == a.root;
+        case MPCCL_FLAT_REDUCE:
+        case MPCCL_FLAT_GATHER: return to == a.root;
+        default: return true;
+        }
+    }
+    /* My data for rank j (its sub-part g). */
+    __device__ const char *ll_src(int j, uint64_t o) const
+    {
+        switch (a.mode) {
+        case MPCCL_FLAT_REDUCESCATTER:
+        case MPCCL_FLAT_ALLTOALL:
+        case MPCCL_FLAT_SCATTER: return in_at((uint64_t)j * a.count + o);
+        default: return in_at(o);
+        }
+    }
+
+    __device__ void chunk_ll(uint32_t p, uint32_t seq) const
+    {
+        const uint64_t o = (uint64_t)g * a.sub_elems, n = part(a.count);
+        const int64_t nb = (int64_t)(n * sizeof(T));
+        const int64_t units = (nb + 7) / 8;
+        const int tid = threadIdx.x, nt = blockDim.x;
+        /* push: data, or a token where there is none */
+        for (int j = 0; j < N; j++) {
+            if (j == me) continue;
+            if (n && ll_sends(me, j)) {
+                const char *src = ll_src(j, o);
+                char *dst = ll_area(j, me, p);
+                for (int64_t i = tid; i < units; i += nt) ll_put(dst + 16 * i, load8(src + 8 * i, nb - 8 * i), seq);
+            } else if (tid == 0) {
+                *flag(j, 0, p, me) = seq;
+            }
+        }
+        /* consume */
+        int mode = a.mode;
+        bool reduce = mode == MPCCL_FLAT_ALLREDUCE_1 || mode == MPCCL_FLAT_REDUCESCATTER ||
+                      (mode == MPCCL_FLAT_REDUCE && me == a.root);
+        if (n && reduce) {
+            const char *own = in_at(mode == MPCCL_FLAT_REDUCESCATTER ? (uint64_t)me * a.count + o : o);
+            char *dst = out_at(o);
+            for (int64_t i = tid; i < units; i += nt) {
+                uint64_t acc = 0;
+                for (int s = 0; s < N; s++) {
+                    uint64_t v = s == me ? load8(own + 8 * i, nb - 8 * i) : ll_get(ll_area(me, s, p) + 16 * i, seq);
+                    acc = s == 0 ? v : op8<DT, OP>(acc, v);
+                }
+                if (a.divisor) acc = div8<DT>(acc, a.divisor);
+                store8(dst + 8 * i, acc, nb - 8 * i);
+            }
+        } else if (n && mode != MPCCL_FLAT_REDUCE) {
+            /* copies: every source block that comes to me, and my own */
+            bool blocks = mode == MPCCL_FLAT_ALLGATHER || mode == MPCCL_FLAT_ALLTOALL || mode == MPCCL_FLAT_GATHER;
+            for (int s = 0; s < N; s++) {
+                if (blocks ? (mode == MPCCL_FLAT_GATHER && me != a.root) : s != (me == a.root ? me : a.root))
+                    continue;
+                char *dst = out_at((blocks ? (uint64_t)s * a.count : 0) + o);
+                if (s == me) {
+                    const char *src = in_at((mode == MPCCL_FLAT_ALLTOALL || mode == MPCCL_FLAT_SCATTER
+                                                 ? (uint64_t)me * a.count : 0) + o);
+                    if (src != dst)
+                        for (int64_t i = tid; i < units; i += nt) store8(dst + 8 * i, load8(src + 8 * i, nb - 8 * i), nb - 8 * i);
+                } else {
+                    const char *src = ll_area(me, s, p);
+                    for (int64_t i = tid; i < units; i += nt) store8(dst + 8 * i, ll_get(src + 16 * i, seq), nb - 8 * i);
+                }
+            }
+        }
+        /* tokens from the peers that had no data for me */
+        for (int j = tid; j < N; j += nt)
+            if (j != me && !(n && ll_sends(j, me))) {
+                volatile uint32_t *f = flag(me, 0, p, j);
+                while ((int32_t)(vload(f) - seq) < 0) {
+                }
+            }
+        __syncthreads();
+    }
+
     __device__ void body() const
     {
         uint32_t *ctr = (uint32_t *)(a.region[me] + mpccl_flat_ctr_off(N, a.slice_bytes));
@@ -325,7 +476,9 @@ template <int DT, int OP> struct flat {
         uint64_t cap = (uint64_t)G * a.sub_elems;
         int two = a.mode == MPCCL_FLAT_ALLREDUCE_2;
         uint64_t per = two ? cap * N : cap, nch = (a.count + per - 1) / per;
-        for (uint64_t c = 0; c < nch; c++) {
+        if (a.ll_bytes) nch = 1; /* the host sends only one-chunk calls to LL */
+        for (uint64_t c = 0; c < nch && a.ll_bytes; c++) chunk_ll((epoch + 1u) & 1u, epoch + 1u);
+        for (uint64_t c = 0; c < nch && !a.ll_bytes; c++) {
             uint32_t seq = epoch + (uint32_t)c + 1u, p = seq & 1u;
             if (two) chunk_two_shot(c, p, seq);
             else chunk(c, p, seq);
@@ -346,12 +499,12 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_ker
 {
     __shared__ shared_ptrs sh;
     int N = a.nranks;
-    uint64_t fo = mpccl_flat_flags_off(N, a.slice_bytes);
+    uint64_t fo = mpccl_flat_flags_off(N, a.slice_bytes), lo = mpccl_flat_ll_off(N, a.slice_bytes);
     switch (a.op) {
-    case OP_SUM: flat<DT, OP_SUM>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo}.body(); break;
-    case OP_PROD: flat<DT, OP_PROD>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo}.body(); break;
-    case OP_MAX: flat<DT, OP_MAX>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo}.body(); break;
-    default: flat<DT, OP_MIN>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo}.body(); break;
+    case OP_SUM: flat<DT, OP_SUM>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo, lo}.body(); break;
+    case OP_PROD: flat<DT, OP_PROD>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo, lo}.body(); break;
+    case OP_MAX: flat<DT, OP_MAX>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo, lo}.body(); break;
+    default: flat<DT, OP_MIN>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo, lo}.body(); break;
     }
 }
 
