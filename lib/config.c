@@ -52,7 +52,7 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"FLAT_SLICE_BYTES", NULL, "0",
      "flat kernels: bytes each rank keeps per peer and parity (0: min(16M, 128M / (2 * ranks)))", NULL, NULL},
-    {"FLAT_LL_BYTES", NULL, "64K",
+    {"FLAT_LL_BYTES", NULL, "256K",
      "flat kernels: calls whose block per peer is at most this use LL units (data and flag in one store); 0: never",
      NULL, NULL},
     {"FLAT_CTAS", NULL, "128", "flat kernels: most CTAs per launch (1..128)", NULL, NULL},
