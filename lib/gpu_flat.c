@@ -2,6 +2,7 @@
 #include "build_config.h"
 
 #ifdef MPCCL_HAVE_CUDA
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,9 @@
 typedef struct {
     int32_t want;       /* this rank can and may run flat kernels */
     int32_t max_ctas;
-    uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max;
+    int32_t p2p;        /* send/recv groups use the flat p2p kernel */
+    int32_t pad;
+    uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
 } flat_settings_t;
 
 struct mpccl_flat_comm {
@@ -54,6 +57,13 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->max_bytes = clamp_u64(mpccl_config_int("FLAT_MAX_BYTES"), 0, UINT64_MAX >> 1);
     s->oneshot_bytes = clamp_u64(mpccl_config_int("FLAT_ONESHOT_BYTES"), 0, UINT64_MAX >> 8);
     s->ll_max = clamp_u64(mpccl_config_int("FLAT_LL_BYTES"), 0, 1ull << 24) & ~(uint64_t)15;
+    s->p2p = mpccl_config_int("FLAT_P2P") != 0;
+    int64_t p2p_slice = mpccl_config_int("FLAT_P2P_BYTES");
+    if (p2p_slice <= 0) {
+        p2p_slice = (32ll << 20) / (2 * (n > 0 ? n : 1));
+        if (p2p_slice > (4ll << 20)) p2p_slice = 4ll << 20;
+    }
+    s->p2p_slice = clamp_u64(p2p_slice, 64 << 10, 1ull << 30) & ~(uint64_t)255;
 }
 
 void mpccl_flat_destroy(mpccl_flat_comm_t *f, int leak_device_memory)
@@ -129,7 +139,7 @@ mpccl_status_t mpccl_flat_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo
     f->nranks = n;
     f->dev = g->dev;
     f->set = set;
-    size_t bytes = (size_t)mpccl_flat_region_bytes(n, set.slice_bytes, set.ll_max);
+    size_t bytes = (size_t)mpccl_flat_region_bytes(n, set.slice_bytes, set.ll_max, set.p2p_slice);
     int ok = 0;
     mpccl_status_t mine = map_region(f, bs, bytes);
     MPCCL_CHECK_GOTO(all_ok(bs, mine, &ok), st, fail);
@@ -244,3 +254,48 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
     return mpccl_flat_launch(&a, ctas, stream);
 }
 #endif
+
+/* ---- point-to-point ---- */
+
+int mpccl_flat_takes_p2p(const mpccl_flat_comm_t *f)
+{
+    return f && f->set.p2p;
+}
+
+mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **calls, int n, cudaStream_t stream)
+{
+    if (n > MPCCL_FLAT_P2P_MAX_OPS)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "flat p2p launch of %d calls (at most %d)", n, MPCCL_FLAT_P2P_MAX_OPS);
+    static __thread mpccl_flat_p2p_args_t a; /* 2 KB: not on the stack, not allocated per call */
+    memset(&a, 0, offsetof(mpccl_flat_p2p_args_t, ops));
+    for (int j = 0; j < f->nranks; j++) a.region[j] = f->peer[j];
+    a.p2p_off = mpccl_flat_p2p_off(f->nranks, f->set.slice_bytes, f->set.ll_max);
+    a.p2p_slice = f->set.p2p_slice;
+    uint64_t cmax = (uint64_t)f->set.max_ctas < 64 ? (uint64_t)f->set.max_ctas : 64;
+    a.stride = (uint32_t)(f->set.p2p_slice / cmax / 16 * 16);
+    a.rank = f->rank;
+    a.nranks = f->nranks;
+    uint32_t grid = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const mpccl_call_t *c = calls[i];
+        uint64_t bytes = c->desc.count * mpccl_dtype_size(c->desc.dt);
+        if (bytes == 0) continue; /* both ends skip it */
+        mpccl_flat_p2p_op_t *op = &a.ops[k++];
+        int send = c->desc.coll == MPCCL_COLL_SEND;
+        op->buf = send ? (char *)c->task.in : (char *)c->task.out;
+        op->bytes = bytes;
+        op->peer = c->desc.root;
+        op->send = (uint32_t)send;
+        uint64_t ctas = (bytes + f->set.cta_bytes - 1) / f->set.cta_bytes;
+        if (ctas < 1) ctas = 1;
+        if (ctas > cmax) ctas = cmax;
+        uint64_t sub = ((bytes + ctas - 1) / ctas + 15) / 16 * 16;
+        op->ctas = (uint32_t)ctas;
+        op->sub = (uint32_t)(sub < a.stride ? sub : a.stride);
+        if (op->ctas > grid) grid = op->ctas;
+    }
+    a.nops = k;
+    if (k == 0) return MPCCL_OK;
+    return mpccl_flat_p2p_launch(&a, grid, stream);
+}

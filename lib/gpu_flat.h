@@ -27,5 +27,10 @@ int mpccl_flat_takes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d);
  * call has one). */
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
                                       cudaStream_t stream);
+/* Whether a group's send/recv calls go to the flat p2p kernel. */
+int mpccl_flat_takes_p2p(const mpccl_flat_comm_t *f);
+/* Enqueues n (<= MPCCL_FLAT_P2P_MAX_OPS) send/recv calls of one communicator,
+ * in program order, as one launch on stream. */
+mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **calls, int n, cudaStream_t stream);
 #endif
 #endif

@@ -407,9 +407,17 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "p2p launch of %d calls (at most %d)", n, MPCCL_ENGINE_MAX_BUFS - 3);
     if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
-    MPCCL_CHECK_GOTO(p2p_plan(comm, s, calls, n, &pe), st, out);
     cudaStream_t stream = (cudaStream_t)calls[0]->stream;
     int capturing = 0;
+    if (mpccl_flat_takes_p2p(s->flat)) {
+        MPCCL_CHECK_GOTO(before_launch(s, stream, &capturing), st, out);
+        MPCCL_CHECK_GOTO(join_streams(s, calls, n, 0), st, out);
+        MPCCL_CHECK_GOTO(mpccl_flat_launch_p2p(s->flat, calls, n, stream), st, out);
+        MPCCL_CHECK_GOTO(join_streams(s, calls, n, 1), st, out);
+        st = after_launch(s, stream, capturing);
+        goto out;
+    }
+    MPCCL_CHECK_GOTO(p2p_plan(comm, s, calls, n, &pe), st, out);
     MPCCL_CHECK_GOTO(before_launch(s, stream, &capturing), st, out);
     MPCCL_CHECK_GOTO(join_streams(s, calls, n, 0), st, out);
     mpccl_engine_args_t a;

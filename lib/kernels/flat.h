@@ -72,9 +72,25 @@ static inline MPCCL_FLAT_HD uint64_t mpccl_flat_ll_area(uint64_t ll_max)
 {
     return ll_max ? 2ull * ll_max + 32ull * MPCCL_FLAT_MAX_CTAS : 0;
 }
-static inline MPCCL_FLAT_HD uint64_t mpccl_flat_region_bytes(int nranks, uint64_t slice_bytes, uint64_t ll_max)
+/* Point-to-point (a group's send/recv calls of one communicator) has its own
+ * part after the LL area: pairs talk without the other ranks, so they count
+ * their own chunks and the receiver acknowledges each one.
+ *   data   [source N][parity 2][p2p_slice]
+ *   ready  [source N][parity 2][CTA] uint32   raised by the source (chunk number)
+ *   ack    [destination N][CTA] uint32        raised by the destination in my region
+ *   tx, rx [peer N][CTA] uint32               chunks sent to / received from each peer (mine) */
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_off(int nranks, uint64_t slice_bytes, uint64_t ll_max)
 {
     return mpccl_flat_ll_off(nranks, slice_bytes) + 2ull * (uint64_t)nranks * mpccl_flat_ll_area(ll_max);
+}
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_bytes(int nranks, uint64_t p2p_slice)
+{
+    return 2ull * (uint64_t)nranks * p2p_slice + 5ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t);
+}
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_region_bytes(int nranks, uint64_t slice_bytes, uint64_t ll_max,
+                                                            uint64_t p2p_slice)
+{
+    return mpccl_flat_p2p_off(nranks, slice_bytes, ll_max) + mpccl_flat_p2p_bytes(nranks, p2p_slice);
 }
 
 /* Passed by value to the kernel. */
@@ -91,6 +107,29 @@ typedef struct mpccl_flat_args {
     int32_t rank, nranks, root;
     int32_t mode, dtype, op;
 } mpccl_flat_args_t;
+
+/* One send or receive of a p2p launch.  Both ends cut a message the same way
+ * (from its size alone): ctas CTAs, sub bytes each per chunk. */
+#define MPCCL_FLAT_P2P_MAX_OPS 64
+typedef struct mpccl_flat_p2p_op {
+    char *buf;
+    uint64_t bytes;
+    int32_t peer;
+    uint32_t send; /* 1: send, 0: receive */
+    uint32_t ctas, sub;
+} mpccl_flat_p2p_op_t;
+
+typedef struct mpccl_flat_p2p_args {
+    char *region[MPCCL_FLAT_MAX_RANKS];
+    uint64_t p2p_off, p2p_slice;
+    uint32_t stride; /* bytes between CTAs' areas in a p2p slice */
+    int32_t rank, nranks, nops;
+    mpccl_flat_p2p_op_t ops[MPCCL_FLAT_P2P_MAX_OPS];
+} mpccl_flat_p2p_args_t;
+
+/* Launches a p2p group (ops in program order) with nctas = the largest ctas of
+ * its ops.  Only enqueues. */
+mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, uint32_t nctas, cudaStream_t stream);
 
 /* Launches the flat kernel with nctas CTAs (<= MPCCL_FLAT_MAX_CTAS, equal on
  * every rank) on stream.  Only enqueues. */

@@ -1,0 +1,152 @@
+/* Flat point-to-point (flat.h): a group's send/recv calls of one single-node,
+ * all-P2P communicator in one launch.
+ *
+ * Channel (me -> peer, CTA g): chunk k (the k-th this CTA ever sent to that
+ * peer, counted in my region's tx counters; the receiver counts the same in
+ * rx) goes into the peer's region at data[me][k & 1] + g * stride.
+ *   sender:   wait until ack >= k - 2 (the peer has consumed the chunk that
+ *             used this parity), store the bytes, __syncthreads, system
+ *             fence, ready[me][k & 1][g] = k in the peer's region
+ *   receiver: wait until ready >= k, copy into the user's buffer,
+ *             __syncthreads, fence, ack[me][g] = k in the sender's region
+ * A CTA moves whichever of its calls can move (thread 0 looks, all threads
+ * copy), calls to the same peer in the same direction strictly in program
+ * order, so ranks that each send before they receive cannot deadlock.
+ * Messages are cut from their size alone: both ends agree without talking. */
+#include "kernels/flat_impl.cuh"
+
+namespace {
+
+struct p2p_state {
+    uint32_t chunks[MPCCL_FLAT_P2P_MAX_OPS]; /* chunks this CTA finished, per call */
+    uint8_t fin[MPCCL_FLAT_P2P_MAX_OPS];
+    int act;
+    uint32_t k;
+    uint64_t n; /* bytes of the chosen chunk for this CTA */
+    shared_ptrs ptrs;
+};
+
+struct p2p {
+    const mpccl_flat_p2p_args_t &a;
+    p2p_state &sh;
+    int N, me, g;
+
+    __device__ uint64_t ready_base() const { return a.p2p_off + 2ull * N * a.p2p_slice; }
+    __device__ uint64_t ack_base() const { return ready_base() + 2ull * N * MPCCL_FLAT_MAX_CTAS * 4; }
+    __device__ uint64_t tx_base() const { return ack_base() + (uint64_t)N * MPCCL_FLAT_MAX_CTAS * 4; }
+    __device__ uint64_t rx_base() const { return tx_base() + (uint64_t)N * MPCCL_FLAT_MAX_CTAS * 4; }
+    __device__ char *data(int r, int src, uint32_t par) const
+    {
+        return a.region[r] + a.p2p_off + ((uint64_t)src * 2 + par) * a.p2p_slice + (uint64_t)g * a.stride;
+    }
+    __device__ volatile uint32_t *ready(int r, int src, uint32_t par) const
+    {
+        return (volatile uint32_t *)(a.region[r] + ready_base()) + ((uint64_t)src * 2 + par) * MPCCL_FLAT_MAX_CTAS + g;
+    }
+    __device__ volatile uint32_t *ack(int r, int dst) const
+    {
+        return (volatile uint32_t *)(a.region[r] + ack_base()) + (uint64_t)dst * MPCCL_FLAT_MAX_CTAS + g;
+    }
+    __device__ uint32_t *counter(int send, int peer) const
+    {
+        return (uint32_t *)(a.region[me] + (send ? tx_base() : rx_base())) + (uint64_t)peer * MPCCL_FLAT_MAX_CTAS + g;
+    }
+    __device__ uint64_t nchunks(const mpccl_flat_p2p_op_t &op) const
+    {
+        uint64_t chunk = (uint64_t)op.ctas * op.sub;
+        return (op.bytes + chunk - 1) / chunk;
+    }
+
+    /* Thread 0: the next call that can move one chunk (sh.act), or -1 when
+     * all are done; sleeps a little while nothing can move. */
+    __device__ void select() const
+    {
+        unsigned backoff = 0;
+        for (;;) {
+            bool left = false;
+            for (int i = 0; i < a.nops; i++) {
+                if (sh.fin[i]) continue;
+                left = true;
+                const mpccl_flat_p2p_op_t &op = a.ops[i];
+                bool blocked = false;
+                for (int j = 0; j < i && !blocked; j++)
+                    blocked = !sh.fin[j] && a.ops[j].peer == op.peer && a.ops[j].send == op.send;
+                if (blocked) continue;
+                uint32_t k = *counter(op.send, op.peer) + 1u, par = k & 1u;
+                uint64_t off = (uint64_t)sh.chunks[i] * op.ctas * op.sub + (uint64_t)g * op.sub;
+                uint64_t n = off < op.bytes ? (op.bytes - off < op.sub ? op.bytes - off : op.sub) : 0;
+                if (op.send) {
+                    if ((int32_t)(vload(ack(me, op.peer)) - (k - 2u)) < 0) continue;
+                    sh.ptrs.d[0] = data(op.peer, me, par);
+                    sh.ptrs.s[0] = op.buf + off;
+                } else {
+                    if ((int32_t)(vload(ready(me, op.peer, par)) - k) < 0) continue;
+                    sh.ptrs.s[0] = data(me, op.peer, par);
+                    sh.ptrs.d[0] = op.buf + off;
+                }
+                __threadfence(); /* acquire: the slot is free / the chunk is here */
+                sh.act = i;
+                sh.k = k;
+                sh.n = n;
+                return;
+            }
+            if (!left) {
+                sh.act = -1;
+                return;
+            }
+            backoff = backoff ? (backoff < 256 ? backoff * 2 : 512) : 16;
+            __nanosleep(backoff);
+        }
+    }
+
+    /* Thread 0, after the bytes moved: tell the other end, count the chunk. */
+    __device__ void post() const
+    {
+        int i = sh.act;
+        const mpccl_flat_p2p_op_t &op = a.ops[i];
+        uint32_t k = sh.k;
+        __threadfence_system(); /* the data (or our reads of it) before the flag */
+        if (op.send) *ready(op.peer, me, k & 1u) = k;
+        else *ack(op.peer, me) = k;
+        *counter(op.send, op.peer) = k;
+        if (++sh.chunks[i] == nchunks(op)) sh.fin[i] = 1;
+    }
+
+    __device__ void run() const
+    {
+        if (threadIdx.x == 0)
+            for (int i = 0; i < a.nops; i++) {
+                sh.chunks[i] = 0;
+                sh.fin[i] = (uint32_t)g >= a.ops[i].ctas || a.ops[i].bytes == 0;
+            }
+        for (;;) {
+            if (threadIdx.x == 0) select();
+            __syncthreads();
+            if (sh.act < 0) break;
+            combine<ncclUint8, OP_SUM>(sh.ptrs.d, 1, sh.ptrs.s, 1, sh.n, 0);
+            __syncthreads();
+            if (threadIdx.x == 0) post();
+        }
+    }
+};
+
+__global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_p2p_kernel(mpccl_flat_p2p_args_t a)
+{
+    __shared__ p2p_state sh;
+    p2p{a, sh, a.nranks, a.rank, (int)blockIdx.x}.run();
+}
+
+} // namespace
+
+extern "C" mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, uint32_t nctas, cudaStream_t stream)
+{
+    if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS || a->nranks < 1 || a->nranks > MPCCL_FLAT_MAX_RANKS ||
+        a->nops < 1 || a->nops > MPCCL_FLAT_P2P_MAX_OPS)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "flat p2p launch: %u CTAs, %d ranks, %d calls", nctas, a->nranks,
+                          a->nops);
+    flat_p2p_kernel<<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(*a);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return mpccl_fail(MPCCL_ERR_CUDA, "launching the flat p2p kernel failed: %s", cudaGetErrorString(e));
+    return MPCCL_OK;
+}
