@@ -22,10 +22,10 @@ if [ -f "$lib" ]; then
     # 8 64 512 4K 32K, out of place and in place: 10 rows of 16 columns, both #wrong 0
     n=$(awk '/^ *[0-9]/ && NF == 16 && $10 == 0 && $14 == 0 && $15 > 0 && $16 > 0' "$out" | wc -l)
     [ "$n" -eq 10 ] || fail "$n good rows, expected 10"
-    [ "$(head -1 "$csv")" = "collective,bytes,count,type,op,root,inplace,lib,time_us,algbw,busbw,wrong" ] ||
+    [ "$(head -1 "$csv")" = "collective,bytes,count,type,op,root,inplace,lib,time_us,algbw,busbw,wrong,host_us" ] ||
         fail "CSV header"
     for l in mpccl other; do
-        n=$(awk -F, -v l=$l '$1 == "allreduce" && $8 == l && $9 > 0 && $12 == "0"' "$csv" | wc -l)
+        n=$(awk -F, -v l=$l '$1 == "allreduce" && $8 == l && $9 > 0 && $12 == "0" && $13 > 0' "$csv" | wc -l)
         [ "$n" -eq 10 ] || fail "$n CSV rows for $l, expected 10"
     done
     rm -f "$out" "$csv"
