@@ -63,6 +63,7 @@ static mpccl_setting_t settings[] = {
     {"FLAT_CTA_BYTES", NULL, "16K", "flat kernels: bytes per CTA and peer before another CTA is added", NULL, NULL},
     {"FLAT_MAX_BYTES", NULL, "0", "flat kernels: larger calls (bytes per rank) use the engine (0: no limit)", NULL,
      NULL},
+    {"FLAT_ALLREDUCE", NULL, "auto", "flat allreduce: auto (by FLAT_ONESHOT_BYTES), oneshot or twoshot", NULL, NULL},
     {"FLAT_ONESHOT_BYTES", NULL, "1M",
      "flat allreduce: one-shot while bytes * (ranks-1) * (ranks-2) <= this * ranks, else two-shot", NULL, NULL},
     {"P2P_DISABLE", "NCCL_P2P_DISABLE", "0", "1: GPUs of one node talk through host memory instead of P2P/NVLink",

@@ -20,7 +20,7 @@ typedef struct {
     int32_t want;       /* this rank can and may run flat kernels */
     int32_t max_ctas;
     int32_t p2p;        /* send/recv groups use the flat p2p kernel */
-    int32_t pad;
+    int32_t allreduce;  /* 0 by size, 1 one-shot, 2 two-shot (MPCCL_FLAT_ALLREDUCE) */
     uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
 } flat_settings_t;
 
@@ -58,6 +58,10 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->oneshot_bytes = clamp_u64(mpccl_config_int("FLAT_ONESHOT_BYTES"), 0, UINT64_MAX >> 8);
     s->ll_max = clamp_u64(mpccl_config_int("FLAT_LL_BYTES"), 0, 1ull << 24) & ~(uint64_t)15;
     s->p2p = mpccl_config_int("FLAT_P2P") != 0;
+    const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
+    s->allreduce = ar && !strcmp(ar, "oneshot") ? 1 : ar && !strcmp(ar, "twoshot") ? 2 : 0;
+    if (ar && s->allreduce == 0 && strcmp(ar, "auto"))
+        MPCCL_WARN(MPCCL_SUB_INIT, "MPCCL_FLAT_ALLREDUCE=%s: expected auto, oneshot or twoshot; using auto", ar);
     int64_t p2p_slice = mpccl_config_int("FLAT_P2P_BYTES");
     if (p2p_slice <= 0) {
         p2p_slice = (32ll << 20) / (2 * (n > 0 ? n : 1));
@@ -182,6 +186,7 @@ static int mode_of(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
     uint64_t n = (uint64_t)f->nranks, bytes = d->count * mpccl_dtype_size(d->dt);
     switch (d->coll) {
     case MPCCL_COLL_ALLREDUCE:
+        if (f->set.allreduce) return f->set.allreduce == 1 ? MPCCL_FLAT_ALLREDUCE_1 : MPCCL_FLAT_ALLREDUCE_2;
         return bytes * (n - 1) * (n - 2) <= f->set.oneshot_bytes * n ? MPCCL_FLAT_ALLREDUCE_1 : MPCCL_FLAT_ALLREDUCE_2;
     case MPCCL_COLL_REDUCESCATTER: return MPCCL_FLAT_REDUCESCATTER;
     case MPCCL_COLL_ALLGATHER: return MPCCL_FLAT_ALLGATHER;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # make check-gpu: the collective suites on GPUs.  Exits 77 (skip) on a machine
 # without a GPU, never 0.
-#   one process per GPU on all visible GPUs; several processes on one GPU;
+#   one process per GPU on all visible GPUs (flat kernels and their forced
+#   variants, the engine with MPCCL_FLAT=0); several processes on one GPU;
 #   two simulated nodes (GPU data over UCX through the proxy); ncclCommInitAll
 #   and graph capture inside the engine test; a compute-sanitizer pass.
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +30,15 @@ step sh "$mpi" -t 500 "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 "$ngpu" test/mpi/test_group
 step sh "$mpi" -t 300 "$ngpu" test/mpi/test_comm
 step sh "$mpi" -t 300 "$ngpu" test/mpi/test_badinput
+# the flat kernels' variants (default above: flat, LL for small calls, flat p2p)
+step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" test/mpi/test_coll
+step sh "$mpi" -t 300 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" test/mpi/test_coll
+step sh "$mpi" -t 300 -e MPCCL_FLAT_LL_BYTES=1M -e MPCCL_FLAT_SLICE_BYTES=64K "$ngpu" test/mpi/test_coll
+step sh "$mpi" -t 300 -e MPCCL_FLAT=0 -e MPCCL_FLAT_P2P=0 "$ngpu" test/mpi/test_coll
+step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P=0 "$ngpu" test/mpi/test_group
+step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_BYTES=64K "$ngpu" test/mpi/test_group
+step sh "$mpi" -t 300 "$ngpu" mpccl-perf -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" mpccl-perf -C allreduce -d all -o all -b 1 -e 64M -f 7 -c 1 -w 1 -n 1
 # several processes on one GPU
 step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
 # two simulated nodes: the inter-node steps go through the proxy and UCX
