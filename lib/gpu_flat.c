@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "datatype.h"
+#include "flat_geometry.h"
 #include "gpu_flat.h"
 #include "ipc.h"
 #include "kernels/flat.h"
@@ -206,33 +207,11 @@ int mpccl_flat_takes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
     return f->set.max_bytes == 0 || bytes <= f->set.max_bytes;
 }
 
-/* CTAs and the per-CTA share of a block: about cta_bytes per CTA (a quarter
- * of that for LL, where latency is all), at most max_ctas, each CTA's share
- * within its area of the slice (or of the LL area, two bytes per data byte). */
-static void geometry(const mpccl_flat_comm_t *f, int mode, uint64_t count, size_t es, mpccl_flat_args_t *a,
-                     uint32_t *ctas)
+static mpccl_flat_geom_params_t geom_params(const mpccl_flat_comm_t *f)
 {
-    uint64_t n = (uint64_t)f->nranks;
-    int two = mode == MPCCL_FLAT_ALLREDUCE_2;
-    uint64_t block = (two ? (count + n - 1) / n : count) * es;
-    int ll = !two && f->set.ll_max && block <= f->set.ll_max;
-    uint64_t per_cta = ll ? (f->set.cta_bytes + 3) / 4 : f->set.cta_bytes;
-    uint64_t c = (block + per_cta - 1) / per_cta;
-    if (c < 1) c = 1;
-    if (c > (uint64_t)f->set.max_ctas) c = (uint64_t)f->set.max_ctas;
-    uint64_t want = ((block + c - 1) / c + 15) / 16 * 16;
-    if (ll) {
-        a->ll_bytes = mpccl_flat_ll_area(f->set.ll_max);
-        a->stride = (uint32_t)(2 * want);
-        a->sub_elems = (uint32_t)(want / es);
-    } else {
-        uint64_t area = two ? f->set.slice_bytes / 2 : f->set.slice_bytes;
-        uint64_t st = area / c / 16 * 16;
-        a->ll_bytes = 0;
-        a->stride = (uint32_t)st;
-        a->sub_elems = (uint32_t)((want < st ? want : st) / es);
-    }
-    *ctas = (uint32_t)c;
+    mpccl_flat_geom_params_t p = {f->nranks, (uint32_t)f->set.max_ctas, f->set.slice_bytes, f->set.cta_bytes,
+                                  f->set.ll_max, f->set.p2p_slice};
+    return p;
 }
 
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
@@ -254,9 +233,13 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
     a.dtype = d->dt;
     a.op = (d->coll == MPCCL_COLL_ALLREDUCE || d->coll == MPCCL_COLL_REDUCE || d->coll == MPCCL_COLL_REDUCESCATTER)
                ? (int)d->op : MPCCL_OP_SUM;
-    uint32_t ctas = 1;
-    geometry(f, a.mode, d->count, mpccl_dtype_size(d->dt), &a, &ctas);
-    return mpccl_flat_launch(&a, ctas, stream);
+    mpccl_flat_geom_params_t gp = geom_params(f);
+    mpccl_flat_geom_t geo;
+    mpccl_flat_geometry(&gp, a.mode, d->count, mpccl_dtype_size(d->dt), &geo);
+    a.sub_elems = geo.sub_elems;
+    a.stride = geo.stride;
+    a.ll_bytes = geo.ll_bytes;
+    return mpccl_flat_launch(&a, geo.ctas, stream);
 }
 #endif
 
@@ -276,8 +259,8 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
     for (int j = 0; j < f->nranks; j++) a.region[j] = f->peer[j];
     a.p2p_off = mpccl_flat_p2p_off(f->nranks, f->set.slice_bytes, f->set.ll_max);
     a.p2p_slice = f->set.p2p_slice;
-    uint64_t cmax = (uint64_t)f->set.max_ctas < 64 ? (uint64_t)f->set.max_ctas : 64;
-    a.stride = (uint32_t)(f->set.p2p_slice / cmax / 16 * 16);
+    mpccl_flat_geom_params_t gp = geom_params(f);
+    a.stride = mpccl_flat_p2p_stride(&gp);
     a.rank = f->rank;
     a.nranks = f->nranks;
     uint32_t grid = 0;
@@ -292,12 +275,7 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
         op->bytes = bytes;
         op->peer = c->desc.root;
         op->send = (uint32_t)send;
-        uint64_t ctas = (bytes + f->set.cta_bytes - 1) / f->set.cta_bytes;
-        if (ctas < 1) ctas = 1;
-        if (ctas > cmax) ctas = cmax;
-        uint64_t sub = ((bytes + ctas - 1) / ctas + 15) / 16 * 16;
-        op->ctas = (uint32_t)ctas;
-        op->sub = (uint32_t)(sub < a.stride ? sub : a.stride);
+        mpccl_flat_p2p_geometry(&gp, bytes, &op->ctas, &op->sub);
         if (op->ctas > grid) grid = op->ctas;
     }
     a.nops = k;

@@ -1,0 +1,54 @@
+/* Flat launch geometry (flat_geometry.h). */
+#include "flat_geometry.h"
+
+/* About cta_bytes per CTA (a quarter of that for LL, where latency is all), at
+ * most max_ctas, each CTA's share within its area of the slice (or of the LL
+ * area, two bytes per data byte). */
+void mpccl_flat_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t count, size_t es,
+                         mpccl_flat_geom_t *out)
+{
+    uint64_t n = (uint64_t)p->nranks;
+    int two = mode == MPCCL_FLAT_ALLREDUCE_2;
+    uint64_t block = (two ? (count + n - 1) / n : count) * es;
+    int ll = !two && p->ll_max && block <= p->ll_max;
+    uint64_t per_cta = ll ? (p->cta_bytes + 3) / 4 : p->cta_bytes;
+    uint64_t c = (block + per_cta - 1) / per_cta;
+    if (c < 1) c = 1;
+    if (c > (uint64_t)p->max_ctas) c = (uint64_t)p->max_ctas;
+    uint64_t want = ((block + c - 1) / c + 15) / 16 * 16;
+    if (want < 16) want = 16;
+    if (ll) {
+        out->ll_bytes = mpccl_flat_ll_area(p->ll_max);
+        out->stride = (uint32_t)(2 * want);
+        out->sub_elems = (uint32_t)(want / es);
+    } else {
+        uint64_t area = two ? p->slice_bytes / 2 : p->slice_bytes;
+        uint64_t st = area / c / 16 * 16;
+        out->ll_bytes = 0;
+        out->stride = (uint32_t)st;
+        out->sub_elems = (uint32_t)((want < st ? want : st) / es);
+    }
+    out->ctas = (uint32_t)c;
+}
+
+static uint64_t p2p_max_ctas(const mpccl_flat_geom_params_t *p)
+{
+    return p->max_ctas < 64 ? p->max_ctas : 64;
+}
+
+uint32_t mpccl_flat_p2p_stride(const mpccl_flat_geom_params_t *p)
+{
+    return (uint32_t)(p->p2p_slice / p2p_max_ctas(p) / 16 * 16);
+}
+
+void mpccl_flat_p2p_geometry(const mpccl_flat_geom_params_t *p, uint64_t bytes, uint32_t *ctas, uint32_t *sub)
+{
+    uint64_t cmax = p2p_max_ctas(p), stride = mpccl_flat_p2p_stride(p);
+    uint64_t c = (bytes + p->cta_bytes - 1) / p->cta_bytes;
+    if (c < 1) c = 1;
+    if (c > cmax) c = cmax;
+    uint64_t s = ((bytes + c - 1) / c + 15) / 16 * 16;
+    if (s < 16) s = 16;
+    *ctas = (uint32_t)c;
+    *sub = (uint32_t)(s < stride ? s : stride);
+}

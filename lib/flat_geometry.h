@@ -1,0 +1,40 @@
+/* How a flat launch cuts its work (lib/kernels/flat.h): CTAs, each CTA's share
+ * of a block per chunk, where that share lies in the region, and whether the
+ * call uses LL units.  Pure arithmetic on sizes and settings, no CUDA, so
+ * every rank computes the same answer and the unit tests check the invariants
+ * the kernels rely on (test/unit/test_flat_geometry.c). */
+#ifndef MPCCL_FLAT_GEOMETRY_H
+#define MPCCL_FLAT_GEOMETRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/flat_layout.h"
+
+/* The communicator's settings (equal on every rank). */
+typedef struct mpccl_flat_geom_params {
+    int nranks;
+    uint32_t max_ctas;      /* 1..MPCCL_FLAT_MAX_CTAS */
+    uint64_t slice_bytes;   /* per (parity, source), a multiple of 256 */
+    uint64_t cta_bytes;     /* bytes per CTA before another joins */
+    uint64_t ll_max;        /* largest LL block, a multiple of 16; 0: no LL */
+    uint64_t p2p_slice;     /* p2p bytes per (source, parity), a multiple of 256 */
+} mpccl_flat_geom_params_t;
+
+typedef struct mpccl_flat_geom {
+    uint32_t ctas;          /* grid size */
+    uint32_t sub_elems;     /* elements per CTA per block and chunk */
+    uint32_t stride;        /* bytes between the CTAs' areas (slice, phase or LL area) */
+    uint64_t ll_bytes;      /* LL area per (parity, source) when LL, else 0 */
+} mpccl_flat_geom_t;
+
+/* A collective of `count` elements of `es` bytes in `mode` (mpccl_flat_mode_t). */
+void mpccl_flat_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t count, size_t es,
+                         mpccl_flat_geom_t *out);
+
+/* A p2p message of `bytes`: the stride of every CTA's area in a p2p slice (the
+ * same for all messages), the CTAs and bytes per CTA per chunk. */
+uint32_t mpccl_flat_p2p_stride(const mpccl_flat_geom_params_t *p);
+void mpccl_flat_p2p_geometry(const mpccl_flat_geom_params_t *p, uint64_t bytes, uint32_t *ctas, uint32_t *sub);
+
+#endif

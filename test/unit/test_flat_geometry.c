@@ -1,0 +1,150 @@
+/* The flat kernels' geometry and region layout (lib/flat_geometry.c,
+ * lib/kernels/flat_layout.h): the invariants the kernels rely on, for every
+ * mode, rank count, element size, awkward counts and extreme settings.  A
+ * broken invariant here is a kernel writing outside its area on a GPU. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "flat_geometry.h"
+
+static const int ranks[] = {2, 3, 4, 5, 8, 16};
+static const size_t sizes[] = {1, 2, 4, 8};
+static const uint64_t counts[] = {1, 2, 3, 7, 15, 16, 17, 31, 255, 1021, 4093, 65537, 262143, 1000003,
+                                  (1ull << 24) + 5, (1ull << 28) + 1};
+
+/* Settings as the library clamps them: defaults and the extremes. */
+static mpccl_flat_geom_params_t settings(int n, int which)
+{
+    mpccl_flat_geom_params_t p;
+    p.nranks = n;
+    switch (which) {
+    case 0: /* defaults */
+        p.max_ctas = 128;
+        p.slice_bytes = (128ull << 20) / (2 * (uint64_t)n);
+        if (p.slice_bytes > (16ull << 20)) p.slice_bytes = 16ull << 20;
+        p.slice_bytes &= ~(uint64_t)255;
+        p.cta_bytes = 16 << 10;
+        p.ll_max = 256 << 10;
+        p.p2p_slice = 4 << 20;
+        break;
+    case 1: /* smallest slices, most CTAs, tiny per-CTA share, LL up to 1M */
+        p.max_ctas = MPCCL_FLAT_MAX_CTAS;
+        p.slice_bytes = 64 << 10;
+        p.cta_bytes = 16;
+        p.ll_max = 1 << 20;
+        p.p2p_slice = 64 << 10;
+        break;
+    default: /* one CTA, no LL, huge per-CTA share */
+        p.max_ctas = 1;
+        p.slice_bytes = 1 << 20;
+        p.cta_bytes = 1ull << 30;
+        p.ll_max = 0;
+        p.p2p_slice = 256 << 10;
+        break;
+    }
+    return p;
+}
+
+START_TEST(collective_geometry)
+{
+    for (int w = 0; w < 3; w++)
+        for (size_t ri = 0; ri < sizeof(ranks) / sizeof(ranks[0]); ri++)
+            for (int mode = 0; mode < MPCCL_FLAT_NUM_MODES; mode++)
+                for (size_t ei = 0; ei < sizeof(sizes) / sizeof(sizes[0]); ei++)
+                    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+                        int n = ranks[ri];
+                        size_t es = sizes[ei];
+                        uint64_t count = counts[ci];
+                        mpccl_flat_geom_params_t p = settings(n, w);
+                        mpccl_flat_geom_t g;
+                        mpccl_flat_geometry(&p, mode, count, es, &g);
+                        int two = mode == MPCCL_FLAT_ALLREDUCE_2;
+                        ck_assert_uint_ge(g.ctas, 1);
+                        ck_assert_uint_le(g.ctas, p.max_ctas);
+                        ck_assert_uint_ge(g.sub_elems, 1);
+                        /* every CTA's share starts on a 16-byte boundary of the user buffer's chunk */
+                        ck_assert_uint_eq(((uint64_t)g.sub_elems * es) % 16, 0);
+                        uint64_t block = two ? (count + n - 1) / n : count;
+                        if (g.ll_bytes) {
+                            ck_assert(!two);
+                            ck_assert_uint_le(block * es, p.ll_max);
+                            ck_assert_uint_eq(g.ll_bytes, mpccl_flat_ll_area(p.ll_max));
+                            /* one chunk covers the block; two LL bytes per data byte; inside the LL area */
+                            ck_assert_uint_ge((uint64_t)g.ctas * g.sub_elems, block);
+                            ck_assert_uint_eq(g.stride, 2ull * g.sub_elems * es);
+                            ck_assert_uint_le((uint64_t)g.ctas * g.stride, g.ll_bytes);
+                        } else {
+                            uint64_t area = two ? p.slice_bytes / 2 : p.slice_bytes;
+                            ck_assert_uint_eq(g.stride % 16, 0);
+                            ck_assert_uint_le((uint64_t)g.sub_elems * es, g.stride);
+                            ck_assert_uint_le((uint64_t)g.ctas * g.stride, area);
+                        }
+                    }
+}
+END_TEST
+
+START_TEST(p2p_geometry)
+{
+    static const uint64_t bytes[] = {1, 15, 16, 17, 4096, 65535, 1 << 20, (1ull << 30) + 3};
+    for (int w = 0; w < 3; w++)
+        for (size_t ri = 0; ri < sizeof(ranks) / sizeof(ranks[0]); ri++) {
+            mpccl_flat_geom_params_t p = settings(ranks[ri], w);
+            uint32_t stride = mpccl_flat_p2p_stride(&p);
+            ck_assert_uint_ge(stride, 16);
+            ck_assert_uint_eq(stride % 16, 0);
+            for (size_t b = 0; b < sizeof(bytes) / sizeof(bytes[0]); b++) {
+                uint32_t ctas, sub;
+                mpccl_flat_p2p_geometry(&p, bytes[b], &ctas, &sub);
+                ck_assert_uint_ge(ctas, 1);
+                ck_assert_uint_le(ctas, p.max_ctas < 64 ? p.max_ctas : 64);
+                ck_assert_uint_le((uint64_t)ctas * stride, p.p2p_slice);
+                ck_assert_uint_ge(sub, 16);
+                ck_assert_uint_le(sub, stride);
+                ck_assert_uint_eq(sub % 16, 0);
+            }
+        }
+}
+END_TEST
+
+/* Every part of the region starts 16-byte aligned (vector and LL stores) and
+ * the parts follow each other without overlap. */
+START_TEST(region_layout)
+{
+    static const uint64_t slices[] = {64 << 10, 4 << 20, 16 << 20};
+    static const uint64_t lls[] = {0, 64 << 10, 256 << 10, 1 << 20};
+    for (size_t ri = 0; ri < sizeof(ranks) / sizeof(ranks[0]); ri++)
+        for (size_t si = 0; si < 3; si++)
+            for (size_t li = 0; li < 4; li++) {
+                int n = ranks[ri];
+                uint64_t sl = slices[si], ll = lls[li];
+                uint64_t fo = mpccl_flat_flags_off(n, sl), co = mpccl_flat_ctr_off(n, sl);
+                uint64_t lo = mpccl_flat_ll_off(n, sl), po = mpccl_flat_p2p_off(n, sl, ll);
+                ck_assert_uint_eq(fo, 2ull * n * sl);
+                ck_assert_uint_eq(co - fo, 4ull * n * MPCCL_FLAT_MAX_CTAS * 4);
+                ck_assert_uint_ge(lo, co + 8);
+                ck_assert_uint_ge(po, lo + 2ull * n * 2 * ll);
+                ck_assert_uint_eq(fo % 16, 0);
+                ck_assert_uint_eq(lo % 16, 0);
+                ck_assert_uint_eq(po % 16, 0);
+                ck_assert_uint_eq(mpccl_flat_ll_area(ll) % 16, 0);
+                ck_assert_uint_eq(mpccl_flat_region_bytes(n, sl, ll, 4 << 20),
+                                  po + mpccl_flat_p2p_bytes(n, 4 << 20));
+            }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("flat_geometry");
+    TCase *tc = tcase_create("geometry");
+    tcase_add_test(tc, collective_geometry);
+    tcase_add_test(tc, p2p_geometry);
+    tcase_add_test(tc, region_layout);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
