@@ -321,7 +321,7 @@ MPCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
      * flush is the network: release windows (their UCX keys belong to the
      * transport's worker), then close the transport gracefully. */
     mpccl_win_release(comm);
-    if (comm->transport) comm->transport->ops->close(comm->transport, 0);
+    if (comm->transport) comm->transport->ops->close(comm->transport, comm->all_in_process);
     comm->transport = NULL;
     comm->state = MPCCL_COMM_FINALIZED;
     return ncclSuccess;

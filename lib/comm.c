@@ -1,5 +1,6 @@
 /* Communicator setup and teardown. */
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -59,26 +60,32 @@ static mpccl_status_t alloc_seq(uint64_t **a, int n, uint64_t base)
     return MPCCL_OK;
 }
 
-/* Every rank must agree on host or GPU: a mixture cannot form one data path. */
+/* Every rank must agree on host or GPU: a mixture cannot form one data path.
+ * The same exchange tells whether every rank lives in this process. */
 static mpccl_status_t agree_on_device(ncclComm_t comm, int cuda_dev)
 {
-    int *devs = calloc((size_t)comm->nranks, sizeof(int));
+    int32_t (*info)[2] = calloc((size_t)comm->nranks, sizeof(*info)); /* device, pid */
     mpccl_status_t st;
-    if (!devs) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d device ids", comm->nranks);
-    devs[comm->rank] = cuda_dev;
-    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&comm->bs, devs, sizeof(int)), st, out);
-    for (int r = 0; r < comm->nranks; r++)
-        if ((devs[r] < 0) != (cuda_dev < 0)) {
+    if (!info) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d device ids", comm->nranks);
+    info[comm->rank][0] = cuda_dev;
+    info[comm->rank][1] = (int32_t)getpid();
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&comm->bs, info, sizeof(*info)), st, out);
+    comm->all_in_process = 1;
+    for (int r = 0; r < comm->nranks; r++) {
+        if ((info[r][0] < 0) != (cuda_dev < 0)) {
             st = mpccl_fail(MPCCL_ERR_USAGE,
                             "rank %d has %s but rank %d has %s: every rank of a communicator must have a "
                             "current CUDA device, or none",
                             comm->rank, cuda_dev < 0 ? "no CUDA device" : "a CUDA device", r,
-                            devs[r] < 0 ? "none" : "one");
+                            info[r][0] < 0 ? "none" : "one");
             goto out;
         }
+        if (info[r][1] != info[comm->rank][1] || comm->topo.node_of[r] != comm->topo.node_of[comm->rank])
+            comm->all_in_process = 0;
+    }
     comm->cuda_dev = cuda_dev;
 out:
-    free(devs);
+    free(info);
     return st;
 }
 
@@ -132,7 +139,10 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     /* Before the transport: the proxy drives it. */
     if (comm->gpu) mpccl_gpu_release(comm, force);
 #endif
-    if (comm->transport) comm->transport->ops->close(comm->transport, force);
+    /* Ranks of one process are destroyed one after another by one thread: a
+     * flushing close would wait for peers that cannot progress until it
+     * returns.  Their work is complete by now, so nothing is lost. */
+    if (comm->transport) comm->transport->ops->close(comm->transport, force || comm->all_in_process);
     comm->transport = NULL;
     mpccl_bootstrap_close(&comm->bs);
     memset(&comm->bs, 0, sizeof(comm->bs));

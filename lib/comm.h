@@ -47,6 +47,7 @@ struct ncclComm {
     uint64_t *p2p_send_seq, *p2p_recv_seq;
 
     struct mpccl_gpu_state *gpu; /* GPU communicators only (gpu_launch.c) */
+    int all_in_process; /* every rank lives in this process (ncclCommInitAll, grouped inits) */
     int aborting; /* being released by ncclCommAbort: device memory that a kernel
                    * waiting on a dead peer may still use is left allocated, since
                    * freeing it would wait for that kernel forever */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nccl.h"
 
@@ -94,6 +95,30 @@ START_TEST(grouped_init_rank_from_one_thread)
 }
 END_TEST
 
+/* Ranks of one process that never communicated, destroyed one after another
+ * by one thread: a flushing UCX close of the first would wait for a peer that
+ * cannot progress until that close returns (it used to take the whole
+ * MPCCL_UCX_CLOSE_TIMEOUT, set long here, per communicator). */
+START_TEST(unused_comms_destroy_without_waiting)
+{
+    setenv("MPCCL_UCX_CLOSE_TIMEOUT", "30000", 1);
+    ncclUniqueId id;
+    ncclComm_t comms[N];
+    ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommInitRank(&comms[r], N, id, r), ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    ck_assert_msg(s < 20.0, "destroying %d unused in-process communicators took %.1f s: a close waited for "
+                  "its timeout", N, s);
+    unsetenv("MPCCL_UCX_CLOSE_TIMEOUT");
+}
+END_TEST
+
 START_TEST(init_all_rejects_bad_arguments)
 {
     ncclComm_t comms[2];
@@ -120,6 +145,7 @@ int main(void)
     tcase_add_test(tc, init_all_and_grouped_collectives);
     tcase_add_test(tc, grouped_init_rank_from_one_thread);
     tcase_add_test(tc, init_all_rejects_bad_arguments);
+    tcase_add_test(tc, unused_comms_destroy_without_waiting);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
