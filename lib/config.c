@@ -66,6 +66,10 @@ static mpccl_setting_t settings[] = {
     {"FLAT_ALLREDUCE", NULL, "auto", "flat allreduce: auto (by FLAT_ONESHOT_BYTES), oneshot or twoshot", NULL, NULL},
     {"FLAT_ONESHOT_BYTES", NULL, "1M",
      "flat allreduce: one-shot while bytes * (ranks-1) * (ranks-2) <= this * ranks, else two-shot", NULL, NULL},
+    {"CHECK_POINTERS", "NCCL_CHECK_POINTERS", "1",
+     "1: each GPU call asks the driver what its buffers are (pageable or another device's memory -> "
+     "ncclInvalidArgument); 0: only NULL is caught, as NCCL does by default (two driver queries less per call)",
+     NULL, NULL},
     {"P2P_DISABLE", "NCCL_P2P_DISABLE", "0", "1: GPUs of one node talk through host memory instead of P2P/NVLink",
      NULL, NULL},
     {"PROXY_SPIN_US", NULL, "20", "microseconds the GPU proxy thread polls busily after the last activity", NULL,

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "config.h"
 #include "cuda_rt.h"
 #include "gpu_comm.h"
 #include "gpu_flat.h"
@@ -47,6 +48,7 @@ typedef struct mpccl_gpu_state {
     mpccl_gpu_comm_t *g;
     mpccl_proxy_comm_t *proxy;
     mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
+    int check_pointers;      /* MPCCL_CHECK_POINTERS: ask the driver about every buffer */
     plan_entry_t *plans[PLAN_BUCKETS];
     unsigned nplans;
     scratch_block_t *scratch;
@@ -111,6 +113,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     }
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
+    s->check_pointers = mpccl_config_int("CHECK_POINTERS") != 0;
     cudaError_t e = cudaEventCreateWithFlags(&s->last_done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming);
     if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaEventCreate");
@@ -194,6 +197,13 @@ mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_co
     case MPCCL_COLL_SEND: in_bytes = one; break;
     case MPCCL_COLL_RECV: out_bytes = one; break;
     default: break;
+    }
+    if (!comm->gpu->check_pointers) { /* NCCL's default: no driver query per call */
+        if (in_bytes && !in)
+            return mpccl_fail(MPCCL_ERR_ARG, "%s: sendbuff is NULL but %zu bytes are to be read", fn, in_bytes);
+        if (out_bytes && !out)
+            return mpccl_fail(MPCCL_ERR_ARG, "%s: recvbuff is NULL but %zu bytes are to be written", fn, out_bytes);
+        return MPCCL_OK;
     }
     if (in_bytes) MPCCL_CHECK(mpccl_check_gpu_buffer(fn, "sendbuff", in, in_bytes, dev));
     if (out_bytes) MPCCL_CHECK(mpccl_check_gpu_buffer(fn, "recvbuff", out, out_bytes, dev));
