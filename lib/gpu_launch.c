@@ -470,6 +470,15 @@ static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, in
     return MPCCL_OK;
 }
 
+/* pre = the call's input times its PreMulSum / float-avg scalar (host value,
+ * or read on the device when the scalar lives there), n elements. */
+static mpccl_status_t scale_input(const mpccl_call_t *call, void *pre, uint64_t n, cudaStream_t stream)
+{
+    return mpccl_gpu_scale_launch_dev(call->desc.dt, pre, call->task.in,
+                                      call->task.scalar_dev ? NULL : call->task.scalar, call->task.scalar_dev, n,
+                                      stream);
+}
+
 /* Elements of the input a prescaled call reads (reductions only). */
 static uint64_t in_elems(const ncclComm_t comm, const mpccl_coll_desc_t *d)
 {
@@ -485,9 +494,7 @@ static mpccl_status_t launch_flat(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_c
         uint64_t n = in_elems(comm, &call->desc);
         void *pre = NULL;
         MPCCL_CHECK(get_scratch(s, align256(n * mpccl_dtype_size(call->desc.dt)), &pre));
-        MPCCL_CHECK(mpccl_gpu_scale_launch_dev(call->desc.dt, pre, call->task.in,
-                                               call->task.scalar_dev ? NULL : call->task.scalar,
-                                               call->task.scalar_dev, n, stream));
+        MPCCL_CHECK(scale_input(call, pre, n, stream));
         in = pre;
     }
     MPCCL_CHECK(mpccl_flat_launch_call(s->flat, call, in, stream));
@@ -531,10 +538,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     memcpy(a.scalar, call->task.scalar, sizeof(a.scalar));
     if (sc->needs_prescale && sc->in_elems) {
         void *pre = (char *)scratch + tmp_bytes;
-        MPCCL_CHECK_GOTO(mpccl_gpu_scale_launch_dev(call->desc.dt, pre, call->task.in,
-                                                    call->task.scalar_dev ? NULL : call->task.scalar,
-                                                    call->task.scalar_dev, sc->in_elems, stream),
-                         st, out);
+        MPCCL_CHECK_GOTO(scale_input(call, pre, sc->in_elems, stream), st, out);
         a.buf[MPCCL_BUF_IN] = pre;
     }
     if (sc->nsteps) MPCCL_CHECK_GOTO(mpccl_engine_launch(&a, s->g->nctas, stream), st, out);

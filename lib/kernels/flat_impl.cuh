@@ -282,15 +282,21 @@ template <int DT, int OP> struct flat {
         return n < a.sub_elems ? n : a.sub_elems;
     }
 
+    /* Elements of slice s of the two-shot chunk starting at element first. */
+    __device__ uint64_t slice_len(uint64_t first, int s, uint64_t cap) const
+    {
+        uint64_t b = first + (uint64_t)s * cap;
+        if (a.count <= b) return 0;
+        return a.count - b < cap ? a.count - b : cap;
+    }
+
     __device__ void chunk_two_shot(uint64_t c, uint32_t p, uint32_t seq) const
     {
         uint64_t cap = (uint64_t)G * a.sub_elems, o = (uint64_t)g * a.sub_elems;
         uint64_t first = c * cap * N;
-        /* slice s of the chunk: [first + s * cap, + len(s)) */
-#define SLICE_LEN(s) (a.count > first + (uint64_t)(s) * cap ? a.count - first - (uint64_t)(s) * cap : 0)
         for (int j = 0; j < N; j++) {
             if (j == me) continue;
-            uint64_t n = part(SLICE_LEN(j) < cap ? SLICE_LEN(j) : cap);
+            uint64_t n = part(slice_len(first, j, cap));
             if (n == 0) continue;
             if (threadIdx.x == 0) {
                 sh.d[0] = area(j, me, p, 0);
@@ -301,15 +307,13 @@ template <int DT, int OP> struct flat {
         signal(0, p, seq);
         wait(0, p, seq);
         uint64_t mine0 = first + (uint64_t)me * cap + o;
-        reduce_all(out_at(mine0), in_at(mine0), p, part(SLICE_LEN(me) < cap ? SLICE_LEN(me) : cap), 1);
+        reduce_all(out_at(mine0), in_at(mine0), p, part(slice_len(first, me, cap)), 1);
         signal(1, p, seq);
         wait(1, p, seq);
         for (int s = 0; s < N; s++) {
             if (s == me) continue;
-            uint64_t n = part(SLICE_LEN(s) < cap ? SLICE_LEN(s) : cap);
-            copy1(out_at(first + (uint64_t)s * cap + o), area(me, s, p, 1), n);
+            copy1(out_at(first + (uint64_t)s * cap + o), area(me, s, p, 1), part(slice_len(first, s, cap)));
         }
-#undef SLICE_LEN
     }
 
     __device__ void chunk(uint64_t c, uint32_t p, uint32_t seq) const
