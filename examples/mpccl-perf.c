@@ -28,10 +28,12 @@
 #include "perf_lib.h"
 #include "perf_mem.h"
 
+#define PERF_MAX_REPEATS 101 /* -R: timed loops per row, median reported */
+
 typedef struct opts {
     size_t minbytes, maxbytes, stepbytes;
     double stepfactor;
-    int iters, warmup, check, root, average, blocking, agg, graph;
+    int iters, warmup, check, root, average, blocking, agg, graph, repeats;
     int colls[PERF_NUM_COLLS], ncolls;
     ncclDataType_t types[ncclNumTypes];
     int ntypes;
@@ -146,6 +148,7 @@ static void usage(void)
            "  -a, --average 0-3    time reported: 0 rank 0, 1 average, 2 minimum, 3 maximum\n"
            "  -z, --blocking 0|1   wait for each call (GPU buffers only; host calls block)\n"
            "  -G, --cudagraph N    capture N iterations into a CUDA graph and time its replays\n"
+           "  -R, --repeats N      time the loop N times, report the median (default 1)\n"
            "  -t, --nthreads 1     -g, --ngpus 1   (one GPU per process)\n"
            "  -C, --collective C   allreduce reduce_scatter all_gather alltoall broadcast\n"
            "                       reduce gather scatter sendrecv, or all (default)\n"
@@ -164,15 +167,15 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
         {"iters", 1, 0, 'n'}, {"warmup_iters", 1, 0, 'w'}, {"agg_iters", 1, 0, 'm'}, {"check", 1, 0, 'c'},
         {"op", 1, 0, 'o'}, {"datatype", 1, 0, 'd'}, {"root", 1, 0, 'r'}, {"average", 1, 0, 'a'},
         {"blocking", 1, 0, 'z'}, {"nthreads", 1, 0, 't'}, {"ngpus", 1, 0, 'g'}, {"collective", 1, 0, 'C'},
-        {"bootstrap", 1, 0, 'B'}, {"cudagraph", 1, 0, 'G'}, {"help", 0, 0, 'h'},
+        {"bootstrap", 1, 0, 'B'}, {"cudagraph", 1, 0, 'G'}, {"repeats", 1, 0, 'R'}, {"help", 0, 0, 'h'},
         {"compare", 1, 0, 1000}, {"csv", 1, 0, 1001}, {0, 0, 0, 0}};
     int ch;
     const char *op = "sum", *dt = "float", *coll = "all";
     memset(o, 0, sizeof(*o));
     o->minbytes = o->maxbytes = 32u << 20;
     o->stepbytes = 1u << 20;
-    o->iters = 20, o->warmup = 5, o->check = 1, o->average = 1, o->agg = 1;
-    while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:m:c:o:d:r:a:z:t:g:C:B:G:h", lo, NULL)) != -1) {
+    o->iters = 20, o->warmup = 5, o->check = 1, o->average = 1, o->agg = 1, o->repeats = 1;
+    while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:m:c:o:d:r:a:z:t:g:C:B:G:R:h", lo, NULL)) != -1) {
         switch (ch) {
         case 'b': o->minbytes = parse_size(optarg); break;
         case 'e': o->maxbytes = parse_size(optarg); break;
@@ -191,6 +194,7 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
             if (parse_int(optarg) != 1) die("-%s: mpccl-perf runs one thread with one GPU per process", ch == 't' ? "t" : "g");
             break;
         case 'G': o->graph = parse_int(optarg); break;
+        case 'R': o->repeats = parse_int(optarg); break;
         case 'B':
             if (!strcmp(optarg, "uniqueid")) o->uniqueid = 1;
             else if (strcmp(optarg, "mpi")) die("-B %s: expected mpi or uniqueid", optarg);
@@ -206,8 +210,9 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
         }
     }
     if (o->stepfactor != 0 && o->stepfactor <= 1) o->stepfactor = 0; /* nccl-tests: -f 1 = add -i */
-    if (o->iters < 1 || o->warmup < 0 || o->agg < 1 || o->average < 0 || o->average > 3)
-        die("%s", "-n, -m need >= 1; -w >= 0; -a 0..3");
+    if (o->iters < 1 || o->warmup < 0 || o->agg < 1 || o->average < 0 || o->average > 3 || o->repeats < 1 ||
+        o->repeats > PERF_MAX_REPEATS)
+        die("%s", "-n, -m need >= 1; -w >= 0; -a 0..3; -R 1..101");
     if (o->minbytes > o->maxbytes) die("%s", "-b is larger than -e");
     if (!strcmp(coll, "all")) {
         for (int c = 0; c < PERF_BCAST; c++) o->colls[o->ncolls++] = c;
@@ -296,6 +301,19 @@ static void fmt_time(char *buf, size_t len, double us)
     snprintf(buf, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of n values (sorts them). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Measures one placement with c->lib: warmup, timed loop, then (-c 1) one
  * checked call on fresh input. */
 static void measure(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t *d, size_t bytes, void *host,
@@ -306,7 +324,10 @@ static void measure(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t
     int l = c->lib == &e->lib[0] ? 0 : 1;
     if (perf_call_prepare(c, d, &e->mem, host)) die("%s", "cannot copy input to the buffers");
     time_calls(o, e, c, o->warmup, NULL);
-    m->us = time_calls(o, e, c, o->iters, &m->host_us);
+    double t[PERF_MAX_REPEATS], h[PERF_MAX_REPEATS];
+    for (int r = 0; r < o->repeats; r++) t[r] = time_calls(o, e, c, o->iters, &h[r]);
+    m->us = median(t, o->repeats);
+    m->host_us = median(h, o->repeats);
     m->wrong = -1;
     if (o->check) {
         /* fresh input (in-place iterations consumed it), one call, then compare */
@@ -368,9 +389,9 @@ static void print_header(const opts_t *o, env_t *e, perf_coll_t coll)
     if (e->rank == 0) {
         printf("# Collective test starting: mpccl-perf %s\n", perf_coll_name(coll));
         printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d "
-               "agg iters: %d validation: %d graph: %d\n#\n",
+               "agg iters: %d validation: %d graph: %d repeats: %d (median)\n#\n",
                o->minbytes, o->maxbytes, o->stepfactor ? o->stepfactor : (double)o->stepbytes,
-               o->stepfactor ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check, o->graph);
+               o->stepfactor ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check, o->graph, o->repeats);
         for (int l = 0; l < e->nlibs && e->nlibs > 1; l++)
             printf("# Library %-5s: %s (version %d), %s\n", e->lib[l].label, e->lib[l].path, e->lib[l].version,
                    e->lib[l].how);

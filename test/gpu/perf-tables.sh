@@ -45,9 +45,9 @@ run() { # name, then mpccl-perf arguments
     echo "$name: $(grep -E '^# Host time' "$out/$name.txt" | sed 's/^# //')"
 }
 for c in allreduce reduce_scatter all_gather alltoall broadcast reduce gather scatter sendrecv; do
-    run "${c}_float" -C "$c" -d float -b 8 -e "$maxb" -f 4 -c 0 -w 5 -n 20
-    run "${c}_bfloat16" -C "$c" -d bfloat16 -b 8 -e "$maxb" -f 4 -c 0 -w 5 -n 20
-    run "${c}_float_graph" -C "$c" -d float -b 8 -e 16M -f 4 -c 0 -w 20 -n 200 -G 20
+    run "${c}_float" -C "$c" -d float -b 8 -e "$maxb" -f 4 -c 0 -w 5 -n 20 -R 3
+    run "${c}_bfloat16" -C "$c" -d bfloat16 -b 8 -e "$maxb" -f 4 -c 0 -w 5 -n 20 -R 3
+    run "${c}_float_graph" -C "$c" -d float -b 8 -e 16M -f 4 -c 0 -w 20 -n 200 -G 20 -R 3
 done
 # one checked pass over every collective, datatype and op at awkward sizes
 run check_all -C all -d all -o all -b 1 -e 4M -f 7 -c 1 -w 1 -n 1
