@@ -237,6 +237,23 @@ static void inout_of(const mpccl_coll_desc_t *d, int rank, mpccl_inout_t *io, in
     }
 }
 
+static plan_entry_t *find_plan(mpccl_gpu_state_t *s, const plan_key_t *k)
+{
+    for (plan_entry_t *e = s->plans[key_hash(k)]; e; e = e->next)
+        if (!memcmp(&e->key, k, sizeof(*k))) return e;
+    return NULL;
+}
+
+static void keep_plan(ncclComm_t comm, mpccl_gpu_state_t *s, plan_entry_t *e)
+{
+    unsigned b = key_hash(&e->key);
+    e->next = s->plans[b];
+    s->plans[b] = e;
+    if (++s->nplans % 4096 == 0)
+        MPCCL_WARN(MPCCL_SUB_COLL, "comm 0x%llx holds %u cached GPU plans (one per distinct call shape)",
+                   (unsigned long long)comm->id, s->nplans);
+}
+
 static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,
                                   plan_entry_t **out)
 {
@@ -250,12 +267,7 @@ static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const m
     k.divide = (uint8_t)d->divide;
     k.in_place = (uint8_t)d->in_place;
     k.count = d->count;
-    unsigned b = key_hash(&k);
-    for (plan_entry_t *e = s->plans[b]; e; e = e->next)
-        if (!memcmp(&e->key, &k, sizeof(k))) {
-            *out = e;
-            return MPCCL_OK;
-        }
+    if ((*out = find_plan(s, &k)) != NULL) return MPCCL_OK;
     plan_entry_t *e = calloc(1, sizeof(*e));
     if (!e) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan");
     e->key = k;
@@ -271,11 +283,7 @@ static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const m
         free(e);
         return st;
     }
-    e->next = s->plans[b];
-    s->plans[b] = e;
-    if (++s->nplans % 4096 == 0)
-        MPCCL_WARN(MPCCL_SUB_COLL, "comm 0x%llx holds %u cached GPU plans (one per distinct call shape)",
-                   (unsigned long long)comm->id, s->nplans);
+    keep_plan(comm, s, e);
     *out = e;
     return MPCCL_OK;
 }
@@ -354,12 +362,7 @@ static mpccl_status_t p2p_plan(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call
     }
     k.count = h;
     k.root = n;
-    unsigned b = key_hash(&k);
-    for (plan_entry_t *e = s->plans[b]; e; e = e->next)
-        if (!memcmp(&e->key, &k, sizeof(k))) {
-            *out = e;
-            return MPCCL_OK;
-        }
+    if ((*out = find_plan(s, &k)) != NULL) return MPCCL_OK;
     plan_entry_t *e = calloc(1, sizeof(*e));
     if (!e) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan");
     e->key = k;
@@ -385,9 +388,7 @@ static mpccl_status_t p2p_plan(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call
         free(e);
         return st;
     }
-    e->next = s->plans[b];
-    s->plans[b] = e;
-    s->nplans++;
+    keep_plan(comm, s, e);
     *out = e;
     return MPCCL_OK;
 }
