@@ -33,7 +33,8 @@ void mpccl_flat_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t c
 
 static uint64_t p2p_max_ctas(const mpccl_flat_geom_params_t *p)
 {
-    return p->max_ctas < 64 ? p->max_ctas : 64;
+    uint64_t want = p->p2p_ctas ? p->p2p_ctas : 64;
+    return p->max_ctas < want ? p->max_ctas : want;
 }
 
 uint32_t mpccl_flat_p2p_stride(const mpccl_flat_geom_params_t *p)

@@ -22,6 +22,8 @@ typedef struct {
     int32_t max_ctas;
     int32_t p2p;        /* send/recv groups use the flat p2p kernel */
     int32_t allreduce;  /* 0 by size, 1 one-shot, 2 two-shot (MPCCL_FLAT_ALLREDUCE) */
+    int32_t p2p_ctas;   /* most CTAs one send/recv message uses */
+    int32_t pad;
     uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
 } flat_settings_t;
 
@@ -59,6 +61,7 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->oneshot_bytes = clamp_u64(mpccl_config_int("FLAT_ONESHOT_BYTES"), 0, UINT64_MAX >> 8);
     s->ll_max = clamp_u64(mpccl_config_int("FLAT_LL_BYTES"), 0, 1ull << 24) & ~(uint64_t)15;
     s->p2p = mpccl_config_int("FLAT_P2P") != 0;
+    s->p2p_ctas = (int32_t)clamp_u64(mpccl_config_int("FLAT_P2P_CTAS"), 1, MPCCL_FLAT_MAX_CTAS);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
     s->allreduce = ar && !strcmp(ar, "oneshot") ? 1 : ar && !strcmp(ar, "twoshot") ? 2 : 0;
     if (ar && s->allreduce == 0 && strcmp(ar, "auto"))
@@ -210,7 +213,7 @@ int mpccl_flat_takes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
 static mpccl_flat_geom_params_t geom_params(const mpccl_flat_comm_t *f)
 {
     mpccl_flat_geom_params_t p = {f->nranks, (uint32_t)f->set.max_ctas, f->set.slice_bytes, f->set.cta_bytes,
-                                  f->set.ll_max, f->set.p2p_slice};
+                                  f->set.ll_max, f->set.p2p_slice, (uint32_t)f->set.p2p_ctas};
     return p;
 }
 

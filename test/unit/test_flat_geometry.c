@@ -27,6 +27,7 @@ static mpccl_flat_geom_params_t settings(int n, int which)
         p.cta_bytes = 16 << 10;
         p.ll_max = 256 << 10;
         p.p2p_slice = 4 << 20;
+        p.p2p_ctas = 64;
         break;
     case 1: /* smallest slices, most CTAs, tiny per-CTA share, LL up to 1M */
         p.max_ctas = MPCCL_FLAT_MAX_CTAS;
@@ -34,6 +35,7 @@ static mpccl_flat_geom_params_t settings(int n, int which)
         p.cta_bytes = 16;
         p.ll_max = 1 << 20;
         p.p2p_slice = 64 << 10;
+        p.p2p_ctas = MPCCL_FLAT_MAX_CTAS;
         break;
     default: /* one CTA, no LL, huge per-CTA share */
         p.max_ctas = 1;
@@ -41,6 +43,7 @@ static mpccl_flat_geom_params_t settings(int n, int which)
         p.cta_bytes = 1ull << 30;
         p.ll_max = 0;
         p.p2p_slice = 256 << 10;
+        p.p2p_ctas = 0;
         break;
     }
     return p;
@@ -97,7 +100,8 @@ START_TEST(p2p_geometry)
                 uint32_t ctas, sub;
                 mpccl_flat_p2p_geometry(&p, bytes[b], &ctas, &sub);
                 ck_assert_uint_ge(ctas, 1);
-                ck_assert_uint_le(ctas, p.max_ctas < 64 ? p.max_ctas : 64);
+                uint32_t cap = p.p2p_ctas ? p.p2p_ctas : 64;
+                ck_assert_uint_le(ctas, p.max_ctas < cap ? p.max_ctas : cap);
                 ck_assert_uint_le((uint64_t)ctas * stride, p.p2p_slice);
                 ck_assert_uint_ge(sub, 16);
                 ck_assert_uint_le(sub, stride);
