@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "log.h"
 #include "topo.h"
 
@@ -144,7 +145,25 @@ mpccl_status_t mpccl_ipc_export(void *base, size_t size, mpccl_ipc_desc_t *out)
     MPCCL_CUDA_CHECK(cudaPointerGetAttributes(&attr, base));
     if (attr.type != cudaMemoryTypeDevice)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "IPC export of %p: not device memory", base);
-    MPCCL_CUDA_CHECK(cudaIpcGetMemHandle(&out->handle, base));
+    CUmemGenericAllocationHandle h;
+    if (cu->cuMemRetainAllocationHandle(&h, base) == CUDA_SUCCESS) {
+        /* cuMem memory: cudaIpcGetMemHandle refuses it; it travels as a file
+         * descriptor, if it was created with that handle type. */
+        int fd = -1;
+        r = cu->cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        (void)cu->cuMemRelease(h);
+        if (r != CUDA_SUCCESS)
+            return mpccl_fail(MPCCL_ERR_ARG,
+                              "the cuMem allocation at %p cannot be shared with other processes (it was created "
+                              "without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; ncclMemAlloc memory can be)",
+                              base);
+        mpccl_status_t st = mpccl_fdpass_offer((uint64_t)(uintptr_t)base, fd);
+        close(fd);
+        MPCCL_CHECK(st);
+        out->vmm = 1;
+    } else {
+        MPCCL_CUDA_CHECK(cudaIpcGetMemHandle(&out->handle, base));
+    }
     MPCCL_CHECK(mpccl_ipc_device_uuid(attr.device, out->uuid));
     out->host_hash = mpccl_topo_host_hash();
     out->pid = (int32_t)getpid();
@@ -154,13 +173,67 @@ mpccl_status_t mpccl_ipc_export(void *base, size_t size, mpccl_ipc_desc_t *out)
     return MPCCL_OK;
 }
 
+void mpccl_ipc_unexport(const mpccl_ipc_desc_t *d)
+{
+    if (d->vmm && d->pid == (int32_t)getpid()) mpccl_fdpass_withdraw(d->base);
+}
+
+/* Lets device dev load and store the cuMem mapping [va, va + size). */
+static mpccl_status_t vmm_grant(const mpccl_cu_fns_t *cu, int dev, uint64_t va, uint64_t size)
+{
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof(acc));
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = dev;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUresult r = cu->cuMemSetAccess((CUdeviceptr)va, (size_t)size, &acc, 1);
+    return r == CUDA_SUCCESS ? MPCCL_OK : mpccl_cu_error(r, "cuMemSetAccess (peer's ncclMemAlloc memory)");
+}
+
+/* Maps the cuMem allocation d describes, fetched from its owner as a file
+ * descriptor, into this process for device dev. */
+static mpccl_status_t vmm_import(const mpccl_ipc_desc_t *d, int dev, void **out)
+{
+    const mpccl_cu_fns_t *cu;
+    MPCCL_CHECK(mpccl_cu_get(&cu));
+    int fd;
+    MPCCL_CHECK(mpccl_fdpass_fetch(d->pid, d->base, &fd));
+    CUmemGenericAllocationHandle h;
+    CUresult r = cu->cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    if (r != CUDA_SUCCESS) return mpccl_cu_error(r, "cuMemImportFromShareableHandle (peer's ncclMemAlloc memory)");
+    CUdeviceptr va = 0;
+    mpccl_status_t st = MPCCL_OK;
+    r = cu->cuMemAddressReserve(&va, (size_t)d->size, 0, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        st = mpccl_cu_error(r, "cuMemAddressReserve (peer's ncclMemAlloc memory)");
+    } else if ((r = cu->cuMemMap(va, (size_t)d->size, 0, h, 0)) != CUDA_SUCCESS) {
+        st = mpccl_cu_error(r, "cuMemMap (peer's ncclMemAlloc memory)");
+        (void)cu->cuMemAddressFree(va, (size_t)d->size);
+    } else if ((st = vmm_grant(cu, dev, (uint64_t)va, d->size)) != MPCCL_OK) {
+        (void)cu->cuMemUnmap(va, (size_t)d->size);
+        (void)cu->cuMemAddressFree(va, (size_t)d->size);
+    }
+    (void)cu->cuMemRelease(h); /* the mapping holds its own reference */
+    if (st == MPCCL_OK) *out = (void *)(uintptr_t)va;
+    return st;
+}
+
+static void vmm_unmap(void *ptr, uint64_t size)
+{
+    const mpccl_cu_fns_t *cu;
+    if (mpccl_cu_get(&cu) != MPCCL_OK) return;
+    (void)cu->cuMemUnmap((CUdeviceptr)(uintptr_t)ptr, (size_t)size);
+    (void)cu->cuMemAddressFree((CUdeviceptr)(uintptr_t)ptr, (size_t)size);
+}
+
 /* One opened region per (host, owner pid, base) in this process: CUDA allows a
  * handle to be opened once per device per exporting process, so every user of
  * the region shares the mapping and the last release closes it. */
 typedef struct import_entry {
     struct import_entry *next;
-    uint64_t host_hash, base;
-    int32_t pid;
+    uint64_t host_hash, base, size;
+    int32_t pid, vmm;
     int refs;
     void *ptr;
 } import_entry_t;
@@ -186,6 +259,13 @@ mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **ou
     if (same_process(d)) {
         /* Same address space: the pointer is valid as is; the device only
          * needs the right to touch the owner device's memory. */
+        if (d->vmm) {
+            const mpccl_cu_fns_t *cu;
+            MPCCL_CHECK(mpccl_cu_get(&cu));
+            if (my_dev != d->dev) MPCCL_CHECK(vmm_grant(cu, my_dev, d->base, d->size));
+            *out = (void *)(uintptr_t)d->base;
+            return MPCCL_OK;
+        }
         MPCCL_CHECK(mpccl_enable_peer_access(my_dev, d->dev));
         *out = (void *)(uintptr_t)d->base;
         return MPCCL_OK;
@@ -200,7 +280,15 @@ mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **ou
         /* Opened by another device of this process: this one needs its own
          * peer access to the owner's device, when this process can see it. */
         int owner = mpccl_ipc_local_device(d->uuid);
-        if (owner >= 0 && (st = mpccl_enable_peer_access(my_dev, owner)) != MPCCL_OK) {
+        const mpccl_cu_fns_t *cu = NULL;
+        if (d->vmm) {
+            st = mpccl_cu_get(&cu);
+            if (st == MPCCL_OK) st = vmm_grant(cu, my_dev, (uint64_t)(uintptr_t)*out, d->size);
+            if (st != MPCCL_OK) {
+                mpccl_ipc_release(d);
+                *out = NULL;
+            }
+        } else if (owner >= 0 && (st = mpccl_enable_peer_access(my_dev, owner)) != MPCCL_OK) {
             mpccl_ipc_release(d);
             *out = NULL;
         }
@@ -213,7 +301,10 @@ mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **ou
     }
     int saved;
     st = mpccl_cuda_push_device(my_dev, &saved);
-    if (st == MPCCL_OK) {
+    if (st == MPCCL_OK && d->vmm) {
+        st = vmm_import(d, my_dev, &e->ptr);
+        mpccl_cuda_restore_device(saved);
+    } else if (st == MPCCL_OK) {
         cudaError_t ce = cudaIpcOpenMemHandle(&e->ptr, d->handle, cudaIpcMemLazyEnablePeerAccess);
         mpccl_cuda_restore_device(saved);
         if (ce != cudaSuccess) {
@@ -230,6 +321,8 @@ mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **ou
     }
     e->host_hash = d->host_hash;
     e->base = d->base;
+    e->size = d->size;
+    e->vmm = d->vmm;
     e->pid = d->pid;
     e->refs = 1;
     e->next = imports;
@@ -246,7 +339,8 @@ void mpccl_ipc_release(const mpccl_ipc_desc_t *d)
     import_entry_t **pp = find_import(d), *e = *pp;
     if (e && --e->refs == 0) {
         *pp = e->next;
-        cudaError_t ce = cudaIpcCloseMemHandle(e->ptr);
+        cudaError_t ce = e->vmm ? cudaSuccess : cudaIpcCloseMemHandle(e->ptr);
+        if (e->vmm) vmm_unmap(e->ptr, e->size);
         if (ce != cudaSuccess) {
             (void)cudaGetLastError();
             MPCCL_WARN(MPCCL_SUB_INIT, "cudaIpcCloseMemHandle(%p) of pid %d: %s", e->ptr, (int)e->pid,

@@ -4,9 +4,10 @@
  * pid and allocation base), peers in the same process use the pointer directly
  * after enabling peer access.
  *
- * Scope: regions from cudaMalloc (mpccl's own mailboxes).  VMM allocations
- * (ncclMemAlloc) need their POSIX file descriptor passed over a unix socket;
- * that comes with buffer registration (issue 6).  Only built with CUDA. */
+ * Two kinds of regions: cudaMalloc memory travels as a cudaIpcMemHandle;
+ * cuMem (VMM) allocations such as ncclMemAlloc memory travel as a POSIX file
+ * descriptor, which the owner offers through its fd server (fdpass.h) and a
+ * peer fetches at import.  Only built with CUDA. */
 #ifndef MPCCL_IPC_H
 #define MPCCL_IPC_H
 
@@ -20,15 +21,21 @@ typedef struct mpccl_ipc_desc {
     uint64_t host_hash;       /* mpccl_topo_host_hash() of the owner */
     int32_t pid;              /* owner process */
     int32_t dev;              /* owner's device ordinal, in the owner's numbering */
+    int32_t vmm;              /* 1: cuMem allocation shared by file descriptor (key: base) */
+    int32_t pad;
     unsigned char uuid[16];   /* owner's device, comparable across processes */
     uint64_t base;            /* allocation base in the owner's address space */
     uint64_t size;            /* bytes */
     cudaIpcMemHandle_t handle;
 } mpccl_ipc_desc_t;
 
-/* Describes the cudaMalloc allocation starting at base (base must be the start
- * of the allocation; size its length). */
+/* Describes the allocation starting at base (base must be the start of the
+ * allocation; size its length): cudaMalloc memory, or a cuMem allocation made
+ * exportable as a POSIX file descriptor (ncclMemAlloc does).  A VMM export
+ * stays offered to peers until mpccl_ipc_unexport. */
 mpccl_status_t mpccl_ipc_export(void *base, size_t size, mpccl_ipc_desc_t *out);
+/* Ends an export (peers that imported keep their mappings). */
+void mpccl_ipc_unexport(const mpccl_ipc_desc_t *d);
 /* A pointer usable by device my_dev to the region d describes.  Pair every
  * successful import with one mpccl_ipc_release(d). */
 mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **out);

@@ -1,11 +1,12 @@
 /* Windows and one-sided operations on GPU communicators, for peers on this
- * node (doc/ONESIDED.md).  Windows and the signal area are cudaMalloc memory
- * exported over CUDA IPC (lib/ipc.c) at registration, so each rank holds
+ * node (doc/ONESIDED.md).  Windows (cudaMalloc or ncclMemAlloc memory) and the
+ * signal area are exported to the node's peers (lib/ipc.c) at registration, so each rank holds
  * device pointers into its node peers' windows and counters.  A put is a
  * peer copy (cudaMemcpyAsync) followed on the same stream by a kernel that
  * fences and adds 1 to the peer's counter; a wait is a kernel that spins on
  * this rank's counters.  Peers on other nodes: refused (the GPU-direct
  * transport brings them). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,12 +63,14 @@ static mpccl_status_t exchange(ncclComm_t comm, void *base, size_t size, mpccl_i
     }
     if (st == MPCCL_OK) {
         st = mpccl_ipc_export((void *)(uintptr_t)abase, asize, &d[comm->rank]);
-        if (st != MPCCL_OK)
+        if (st != MPCCL_OK) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", mpccl_last_error());
             st = mpccl_fail(MPCCL_ERR_ARG,
-                            "ncclCommWindowRegister: buff = %p cannot be shared over CUDA IPC; windows on GPU "
-                            "communicators must be cudaMalloc memory of the communicator's device (ncclMemAlloc/VMM "
-                            "windows are not supported yet)",
-                            base);
+                            "ncclCommWindowRegister: buff = %p cannot be shared with this node's peers: windows on "
+                            "GPU communicators are cudaMalloc or ncclMemAlloc memory of the communicator's device (%s)",
+                            base, why);
+        }
     }
     off[comm->rank] = (uint64_t)((uintptr_t)base - (uintptr_t)abase);
     (void)size;
@@ -87,16 +90,19 @@ static mpccl_status_t exchange(ncclComm_t comm, void *base, size_t size, mpccl_i
 fail:
     for (int r = 0; ptr && r < n; r++)
         if (ptr[r]) mpccl_ipc_release(&d[r]);
+    if (d) mpccl_ipc_unexport(&d[comm->rank]);
     free(d);
     free(off);
     free(ptr);
     return st;
 }
 
-static void unimport(int n, mpccl_ipc_desc_t *d, void **ptr)
+/* Undoes exchange(): closes the peers' regions and ends this rank's export. */
+static void unimport(int n, int me, mpccl_ipc_desc_t *d, void **ptr)
 {
     for (int r = 0; ptr && r < n; r++)
         if (ptr[r]) mpccl_ipc_release(&d[r]);
+    if (d) mpccl_ipc_unexport(&d[me]);
 }
 
 mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
@@ -135,7 +141,7 @@ void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws)
 {
     struct mpccl_win_gpu *g = ws->gpu;
     if (!g) return;
-    unimport(comm->nranks, g->desc, (void **)g->peer_sig);
+    unimport(comm->nranks, comm->rank, g->desc, (void **)g->peer_sig);
     /* Work still queued on user streams may touch the area: destroy waits
      * for the device as NCCL's does (no user stream is synchronised). */
     if (g->area && !comm->aborting) {
@@ -186,7 +192,8 @@ void mpccl_gpu_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w)
     struct mpccl_wingpu *wg = w->gpu;
     if (!wg) return;
     for (int r = 0; r < comm->nranks; r++)
-        if (wg->peer_base[r]) mpccl_ipc_release(&wg->desc[r]);
+        if (wg->peer_base[r]) wg->peer_base[r] -= wg->offset[r];
+    unimport(comm->nranks, comm->rank, wg->desc, (void **)wg->peer_base);
     free(wg->desc);
     free(wg->offset);
     free(wg->peer_base);
@@ -268,16 +275,6 @@ mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r)
     if (cr != CUDA_SUCCESS) return mpccl_cu_error(cr, "cuMemGetAddressRange (ncclCommRegister)");
     mpccl_ipc_desc_t *d = calloc(1, sizeof(*d));
     if (!d) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommRegister: out of memory");
-    /* VMM memory (ncclMemAlloc) has no CUDA IPC handle: it stays registered
-     * locally (its sharing needs file descriptor passing, see UNSUPPORTED). */
-    cudaIpcMemHandle_t probe;
-    if (cudaIpcGetMemHandle(&probe, (void *)(uintptr_t)abase) != cudaSuccess) {
-        (void)cudaGetLastError();
-        MPCCL_INFO(MPCCL_SUB_P2P, "ncclCommRegister: %p is not cudaMalloc memory; registered without an IPC export",
-                   r->base);
-        free(d);
-        return MPCCL_OK;
-    }
     mpccl_status_t st = mpccl_ipc_export((void *)(uintptr_t)abase, asize, d);
     if (st != MPCCL_OK) {
         free(d);
@@ -290,6 +287,7 @@ mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r)
 void mpccl_gpu_reg_free(ncclComm_t comm, mpccl_reg_t *r)
 {
     (void)comm;
+    if (r->gpu) mpccl_ipc_unexport(r->gpu);
     free(r->gpu);
     r->gpu = NULL;
 }
