@@ -35,14 +35,14 @@
 typedef struct CUstream_st *cudaStream_t;
 #endif
 
-/* mpccl implements the 2.29 host API but reports 2.27 until the device API
- * (nccl_device.h) exists: applications test the version to decide whether
- * the 2.28+ device API is there.  Raise to 2.29 together with that header. */
+/* The NCCL API level mpccl implements, host API and device API
+ * (nccl_device.h) included: applications test it to decide whether the 2.29
+ * device API is there. */
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 27
-#define NCCL_PATCH 0
+#define NCCL_MINOR 29
+#define NCCL_PATCH 7
 #define NCCL_SUFFIX ""
-#define NCCL_VERSION_CODE 22700
+#define NCCL_VERSION_CODE 22907
 /* Before 2.9 the code was X*1000+Y*100+Z; from 2.9 on it is X*10000+Y*100+Z. */
 #define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
 
@@ -174,7 +174,8 @@ typedef struct ncclSimInfo_v22200 {
 typedef enum {
     NCCL_GIN_TYPE_NONE = 0,
     NCCL_GIN_TYPE_PROXY = 2,
-    NCCL_GIN_TYPE_GDAKI = 3
+    NCCL_GIN_TYPE_GDAKI = 3,
+    NCCL_GIN_TYPE_GPI = 4
 } ncclGinType_t;
 
 /* What ncclCommQueryProperties reports.  (NVIDIA declares this in

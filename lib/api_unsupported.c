@@ -10,7 +10,6 @@
 /* Ignoring every argument is the point of these functions. */
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
-#define MPCCL_NEEDS_DEVICE_API "the device API (nccl_device.h) follows the window release (issue 6)"
 #define MPCCL_NEEDS_SUSPEND "releasing and restoring a communicator's GPU memory follows the GPU data path (issue 3)"
 #define MPCCL_NEEDS_FAULT "revoke, shrink and grow arrive with fault handling"
 #define MPCCL_NEEDS_SIMULATION "group simulation needs the planner's cost estimates to be exposed"
@@ -54,25 +53,6 @@ MPCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm)
 MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
 {
     return mpccl_api_unsupported("ncclCommMemStats", MPCCL_NEEDS_SUSPEND);
-}
-
-/* ---- Device API host side ------------------------------------------------------ */
-
-/* The device communicator types are NVIDIA's nccl_device.h types; only
- * pointers cross this boundary, so incomplete declarations give the same ABI
- * until mpccl's nccl_device.h defines them. */
-struct ncclDevComm;
-struct ncclDevCommRequirements;
-
-MPCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm,
-          const struct ncclDevCommRequirements *reqs, struct ncclDevComm *outDevComm)
-{
-    return mpccl_api_unsupported("ncclDevCommCreate", MPCCL_NEEDS_DEVICE_API);
-}
-
-MPCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const struct ncclDevComm *devComm)
-{
-    return mpccl_api_unsupported("ncclDevCommDestroy", MPCCL_NEEDS_DEVICE_API);
 }
 
 /* ---- Groups ------------------------------------------------------------------------ */

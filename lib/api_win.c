@@ -96,8 +96,9 @@ MPCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, vo
     static const char fn[] = "ncclWinGetUserPtr";
     mpccl_status_t st = mpccl_check_comm(fn, comm);
     if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "outUserPtr", outUserPtr);
-    if (st == MPCCL_OK) st = mpccl_check_win(fn, "win", comm, win);
-    if (st == MPCCL_OK) *outUserPtr = win->base;
+    struct mpccl_win *w = NULL;
+    if (st == MPCCL_OK) st = mpccl_check_win(fn, "win", comm, win, &w);
+    if (st == MPCCL_OK) *outUserPtr = w->base;
     return mpccl_result(st);
 }
 
@@ -142,12 +143,13 @@ MPCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     props->nRanks = comm->nranks;
     props->cudaDev = comm->cuda_dev;
     if (PROP_FITS(props, nvmlDev)) props->nvmlDev = comm->cuda_dev; /* NVML numbers devices as CUDA does without CUDA_VISIBLE_DEVICES */
-    if (PROP_FITS(props, deviceApiSupport)) props->deviceApiSupport = false; /* nccl_device.h comes later */
+    /* nccl_device.h: device communicators on GPU communicators. */
+    if (PROP_FITS(props, deviceApiSupport)) props->deviceApiSupport = comm->gpu != NULL;
     if (PROP_FITS(props, multimemSupport)) props->multimemSupport = false;   /* NVLink multicast is never used */
     if (PROP_FITS(props, ginType)) props->ginType = NCCL_GIN_TYPE_NONE;
-    /* Load/store teams: a GPU communicator's ranks of one node each; none on
-     * host communicators. */
-    if (PROP_FITS(props, nLsaTeams)) props->nLsaTeams = comm->gpu ? comm->topo.nnodes : 0;
+    /* Load/store (LSA) teams: consecutive ranks whose GPUs reach each other
+     * by P2P (devcomm.c); every rank is its own team on host communicators. */
+    if (PROP_FITS(props, nLsaTeams)) props->nLsaTeams = comm->nranks / comm->lsa_size;
     /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every peer: always on host
      * communicators (UCX RMA), on GPU communicators within one node. */
     if (PROP_FITS(props, hostRmaSupport)) props->hostRmaSupport = comm->gpu == NULL || comm->topo.nnodes == 1;

@@ -30,10 +30,11 @@ mpccl_status_t mpccl_check_win_register(const char *fn, ncclComm_t comm, const v
     return MPCCL_OK;
 }
 
-mpccl_status_t mpccl_check_win(const char *fn, const char *arg, ncclComm_t comm, ncclWindow_t win)
+mpccl_status_t mpccl_check_win(const char *fn, const char *arg, ncclComm_t comm, ncclWindow_t win,
+                               struct mpccl_win **out)
 {
     if (win == NULL) return mpccl_fail(MPCCL_ERR_ARG, "%s: argument %s is NULL, expected a window", fn, arg);
-    if (!mpccl_win_is_live(comm, win))
+    if (!(*out = mpccl_win_find(comm, win)))
         return mpccl_fail(MPCCL_ERR_ARG,
                           "%s: argument %s = %p is not a live window of comm %p (deregistered, or registered on "
                           "another communicator)",
@@ -73,14 +74,15 @@ mpccl_status_t mpccl_check_signal(const char *fn, ncclComm_t comm, int peer, int
 }
 
 mpccl_status_t mpccl_check_put(ncclComm_t comm, const void *buf, size_t count, ncclDataType_t dt, int peer,
-                               ncclWindow_t win, size_t offset, int sig, int ctx, unsigned flags)
+                               ncclWindow_t h, size_t offset, int sig, int ctx, unsigned flags, struct mpccl_win **out)
 {
     static const char fn[] = "ncclPutSignal";
     MPCCL_CHECK(mpccl_check_dtype(fn, dt));
     if (buf == NULL && count)
         return mpccl_fail(MPCCL_ERR_ARG, "%s: argument localbuff is NULL with count = %zu", fn, count);
     MPCCL_CHECK(mpccl_check_signal(fn, comm, peer, sig, ctx, flags));
-    MPCCL_CHECK(mpccl_check_win(fn, "peerWin", comm, win));
+    MPCCL_CHECK(mpccl_check_win(fn, "peerWin", comm, h, out));
+    struct mpccl_win *win = *out;
     size_t esize = mpccl_dtype_size(dt);
     size_t wsize = win->peer_size[peer];
     if (count > SIZE_MAX / esize || offset > wsize || count * esize > wsize - offset)

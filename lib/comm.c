@@ -6,6 +6,7 @@
 
 #include "build_config.h"
 #include "comm.h"
+#include "devcomm.h"
 #include "log.h"
 #include "topo.h"
 #include "win.h"
@@ -96,6 +97,8 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     comm->bs = *bs;
     comm->rank = bs->rank;
     comm->nranks = bs->nranks;
+    comm->lsa_first = comm->rank;
+    comm->lsa_size = 1;
     mpccl_log_set_rank(comm->rank);
     if (config) comm->config = *config;
     else MPCCL_CHECK(mpccl_config_normalize(NULL, &comm->config, "init"));
@@ -134,6 +137,7 @@ out:
 void mpccl_comm_release(ncclComm_t comm, int force)
 {
     if (!comm) return;
+    mpccl_devcomm_release_all(comm);
     mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
 #ifdef MPCCL_HAVE_CUDA
     /* Before the transport: the proxy drives it. */

@@ -52,6 +52,11 @@ struct ncclComm {
                    * waiting on a dead peer may still use is left allocated, since
                    * freeing it would wait for that kernel forever */
     struct mpccl_win_state *win; /* registrations, windows, signals (win.c); NULL until first used */
+    /* The LSA team (device API): the world ranks lsa_first .. lsa_first +
+     * lsa_size - 1, whose GPU memory this rank's kernels load and store
+     * directly.  Just this rank on host communicators (devcomm.c). */
+    int lsa_first, lsa_size;
+    struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devcomm.c) */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
     pthread_mutex_t redop_lock;

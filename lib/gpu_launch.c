@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "cuda_rt.h"
+#include "devcomm.h"
 #include "gpu_comm.h"
 #include "gpu_flat.h"
 #include "gpu_launch.h"
@@ -113,6 +114,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     }
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
+    MPCCL_CHECK_GOTO(mpccl_lsa_setup(comm, s->g->links_host), st, out);
     s->check_pointers = mpccl_config_int("CHECK_POINTERS") != 0;
     cudaError_t e = cudaEventCreateWithFlags(&s->last_done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming);

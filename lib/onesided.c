@@ -31,11 +31,12 @@ static mpccl_status_t run_flush(void *arg)
 }
 
 mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, size_t count, ncclDataType_t dt,
-                                int peer, ncclWindow_t win, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
+                                int peer, ncclWindow_t handle, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
                                 cudaStream_t stream)
 {
     MPCCL_CHECK(mpccl_check_comm(fn, comm));
-    if (has_data) MPCCL_CHECK(mpccl_check_put(comm, buf, count, dt, peer, win, offset, sig, ctx, flags));
+    struct mpccl_win *win = NULL;
+    if (has_data) MPCCL_CHECK(mpccl_check_put(comm, buf, count, dt, peer, handle, offset, sig, ctx, flags, &win));
     else MPCCL_CHECK(mpccl_check_signal(fn, comm, peer, sig, ctx, flags));
     size_t bytes = has_data ? count * mpccl_dtype_size(dt) : 0;
     mpccl_log_set_rank(comm->rank);

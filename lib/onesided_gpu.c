@@ -15,6 +15,7 @@
 #include "ipc.h"
 #include "kernels/onesided.h"
 #include "log.h"
+#include "nccl_device/core.h"
 #include "win.h"
 
 struct mpccl_win_gpu {
@@ -27,7 +28,59 @@ struct mpccl_wingpu {
     mpccl_ipc_desc_t *desc; /* [nranks] each rank's window allocation */
     uint64_t *offset;       /* [nranks] window base - allocation base */
     char **peer_base;       /* [nranks] window base of reachable peers, else NULL */
+    struct ncclWindow_vidmem *dev; /* device descriptor (the window's handle), then its lsaPtrs */
 };
+
+/* Builds the descriptor kernels read through ncclGetLsaPointer and friends:
+ * the window of every LSA member as this device sees it. */
+static mpccl_status_t upload_descriptor(ncclComm_t comm, struct mpccl_win *w, struct mpccl_wingpu *wg)
+{
+    int first = comm->lsa_first, n = comm->lsa_size;
+    size_t head = (sizeof(struct ncclWindow_vidmem) + 15) & ~(size_t)15;
+    size_t bytes = head + (size_t)n * sizeof(char *);
+    unsigned char *host = calloc(1, bytes);
+    if (!host) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a window descriptor");
+    void *dev = NULL;
+    int saved;
+    mpccl_status_t st = mpccl_cuda_push_device(comm->cuda_dev, &saved);
+    if (st != MPCCL_OK) {
+        free(host);
+        return st;
+    }
+    cudaStream_t s = NULL;
+    cudaError_t e = cudaMalloc(&dev, bytes);
+    if (e == cudaSuccess) {
+        struct ncclWindow_vidmem *d = (struct ncclWindow_vidmem *)host;
+        char **ptrs = (char **)(host + head);
+        for (int i = 0; i < n; i++) ptrs[i] = wg->peer_base[first + i];
+        d->localPtr = w->base;
+        d->size = w->size;
+        d->worldRank = comm->rank;
+        d->lsaRank = comm->rank - first;
+        d->lsaSize = n;
+        d->flags = w->flags;
+        d->lsaPtrs = (char *const *)((unsigned char *)dev + head);
+        d->magic = MPCCL_WIN_MAGIC;
+        e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (s) cudaStreamDestroy(s);
+    mpccl_cuda_restore_device(saved);
+    free(host);
+    if (e != cudaSuccess) {
+        if (dev) cudaFree(dev);
+        return mpccl_cuda_error(e, "window descriptor upload");
+    }
+    wg->dev = (struct ncclWindow_vidmem *)dev;
+    return MPCCL_OK;
+}
+
+void *mpccl_gpu_win_lsa_ptr(ncclComm_t comm, struct mpccl_win *w, int i)
+{
+    if (!w->gpu || i < 0 || i >= comm->lsa_size) return NULL;
+    return w->gpu->peer_base[comm->lsa_first + i];
+}
 
 /* Peers this rank's kernels can store into: same node and P2P (or same GPU). */
 static mpccl_status_t reachable(ncclComm_t comm, const mpccl_ipc_desc_t *d, int r, int *ok)
@@ -154,7 +207,7 @@ void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws)
     ws->gpu = NULL;
 }
 
-mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w)
+mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct mpccl_win *w)
 {
     struct mpccl_wingpu *wg = calloc(1, sizeof(*wg));
     mpccl_status_t st = wg ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a GPU window");
@@ -184,16 +237,26 @@ mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w)
     for (int r = 0; r < comm->nranks; r++)
         if (wg->peer_base[r]) wg->peer_base[r] += wg->offset[r];
     w->gpu = wg;
+    st = mpccl_win_agree(comm, upload_descriptor(comm, w, wg), "window descriptor");
+    if (st != MPCCL_OK) {
+        mpccl_gpu_win_free(comm, w);
+        return st;
+    }
+    w->handle = (ncclWindow_t)wg->dev;
     return MPCCL_OK;
 }
 
-void mpccl_gpu_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w)
+void mpccl_gpu_win_free(ncclComm_t comm, struct mpccl_win *w)
 {
     struct mpccl_wingpu *wg = w->gpu;
     if (!wg) return;
     for (int r = 0; r < comm->nranks; r++)
         if (wg->peer_base[r]) wg->peer_base[r] -= wg->offset[r];
     unimport(comm->nranks, comm->rank, wg->desc, (void **)wg->peer_base);
+    if (wg->dev && !comm->aborting) {
+        cudaError_t e = cudaFree(wg->dev);
+        if (e != cudaSuccess) (void)cudaGetLastError();
+    }
     free(wg->desc);
     free(wg->offset);
     free(wg->peer_base);
@@ -217,7 +280,7 @@ static mpccl_status_t check_peer_reachable(ncclComm_t comm, int peer, const char
 }
 
 mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                    struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx,
+                                    struct mpccl_win *w, size_t offset, int sig, int ctx,
                                     cudaStream_t stream)
 {
     static const char fn[] = "ncclPutSignal";

@@ -91,7 +91,7 @@ void mpccl_host_sig_free(ncclComm_t comm, mpccl_win_state_t *ws)
     ws->sig = ws->expected = NULL;
 }
 
-mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w)
+mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct mpccl_win *w)
 {
     /* UCX cannot map an empty range; a zero-size window is addressable by no
      * put, so its rank maps one byte of a private word instead. */
@@ -101,7 +101,7 @@ mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w
                             "ncclCommWindowRegister");
 }
 
-void mpccl_host_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w)
+void mpccl_host_win_free(ncclComm_t comm, struct mpccl_win *w)
 {
     destroy_rkeys(comm, w->peer_rkey);
     free(w->peer_addr);
@@ -156,7 +156,7 @@ typedef struct mpccl_host_put {
 } mpccl_host_put_t;
 
 mpccl_status_t mpccl_host_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                     struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx, int defer)
+                                     struct mpccl_win *w, size_t offset, int sig, int ctx, int defer)
 {
     mpccl_win_state_t *ws = comm->win;
     mpccl_transport_t *t = comm->transport;

@@ -76,16 +76,48 @@ mpccl_status_t mpccl_win_allgather_blobs(ncclComm_t comm, const void *mine, size
     return MPCCL_OK;
 }
 
-int mpccl_win_is_live(ncclComm_t comm, ncclWindow_t w)
+struct mpccl_win *mpccl_win_find(ncclComm_t comm, ncclWindow_t h)
 {
     mpccl_win_state_t *ws = comm->win;
-    if (!ws || !w) return 0;
-    int found = 0;
+    if (!ws || !h) return NULL;
+    struct mpccl_win *found = NULL;
     pthread_mutex_lock(&ws->lock);
-    for (struct ncclWindow_vidmem *p = ws->wins; p; p = p->next)
-        if (p == w) found = 1;
+    for (struct mpccl_win *p = ws->wins; p && !found; p = p->next)
+        if (p->handle == h) found = p;
     pthread_mutex_unlock(&ws->lock);
     return found;
+}
+
+static pthread_mutex_t all_wins_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct mpccl_win *all_wins;
+
+struct mpccl_win *mpccl_win_find_any(ncclWindow_t h)
+{
+    struct mpccl_win *found = NULL;
+    pthread_mutex_lock(&all_wins_mu);
+    for (struct mpccl_win *p = all_wins; p && !found; p = p->gnext)
+        if (p->handle == h) found = p;
+    pthread_mutex_unlock(&all_wins_mu);
+    return found;
+}
+
+static void publish(struct mpccl_win *w)
+{
+    pthread_mutex_lock(&all_wins_mu);
+    w->gnext = all_wins;
+    all_wins = w;
+    pthread_mutex_unlock(&all_wins_mu);
+}
+
+static void unpublish(struct mpccl_win *w)
+{
+    pthread_mutex_lock(&all_wins_mu);
+    for (struct mpccl_win **pp = &all_wins; *pp; pp = &(*pp)->gnext)
+        if (*pp == w) {
+            *pp = w->gnext;
+            break;
+        }
+    pthread_mutex_unlock(&all_wins_mu);
 }
 
 int mpccl_reg_is_live(ncclComm_t comm, const void *h)
@@ -108,7 +140,7 @@ static mpccl_status_t sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
     return mpccl_host_sig_setup(comm, ws);
 }
 
-static mpccl_status_t win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w)
+static mpccl_status_t win_setup(ncclComm_t comm, struct mpccl_win *w)
 {
 #ifdef MPCCL_HAVE_CUDA
     if (comm->gpu) return mpccl_gpu_win_setup(comm, w);
@@ -116,9 +148,10 @@ static mpccl_status_t win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w)
     return mpccl_host_win_setup(comm, w);
 }
 
-static void win_free(ncclComm_t comm, struct ncclWindow_vidmem *w)
+static void win_free(ncclComm_t comm, struct mpccl_win *w)
 {
     if (!w) return;
+    unpublish(w);
 #ifdef MPCCL_HAVE_CUDA
     if (comm->gpu) mpccl_gpu_win_free(comm, w);
     else
@@ -132,7 +165,7 @@ static void win_free(ncclComm_t comm, struct ncclWindow_vidmem *w)
 /* Every rank's size and flags: a window is symmetric in size when registered
  * NCCL_WIN_COLL_SYMMETRIC, and the flags must match (they decide how peers
  * address it). */
-static mpccl_status_t exchange_sizes(ncclComm_t comm, struct ncclWindow_vidmem *w)
+static mpccl_status_t exchange_sizes(ncclComm_t comm, struct mpccl_win *w)
 {
     int n = comm->nranks;
     uint64_t *all = calloc((size_t)n * 2, sizeof(uint64_t));
@@ -180,7 +213,7 @@ mpccl_status_t mpccl_win_register(ncclComm_t comm, void *buff, size_t size, int 
         MPCCL_CHECK(sig_setup(comm, ws));
         ws->sig_ready = 1;
     }
-    struct ncclWindow_vidmem *w = calloc(1, sizeof(*w));
+    struct mpccl_win *w = calloc(1, sizeof(*w));
     st = mpccl_win_agree(comm, w ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a window"),
                          "ncclCommWindowRegister");
     if (st != MPCCL_OK) {
@@ -193,39 +226,41 @@ mpccl_status_t mpccl_win_register(ncclComm_t comm, void *buff, size_t size, int 
     w->size = size;
     w->flags = flags;
     MPCCL_CHECK_GOTO(exchange_sizes(comm, w), st, fail);
+    w->handle = (ncclWindow_t)(void *)w; /* GPU communicators: replaced by the device descriptor */
     MPCCL_CHECK_GOTO(win_setup(comm, w), st, fail);
+    publish(w);
     pthread_mutex_lock(&ws->lock);
     w->next = ws->wins;
     ws->wins = w;
     pthread_mutex_unlock(&ws->lock);
     MPCCL_INFO(MPCCL_SUB_P2P, "comm 0x%llx: window %p registered (%p, %zu bytes, flags %#x)",
-               (unsigned long long)comm->id, (void *)w, buff, size, flags);
-    *out = w;
+               (unsigned long long)comm->id, (void *)w->handle, buff, size, flags);
+    *out = w->handle;
     return MPCCL_OK;
 fail:
     win_free(comm, w);
     return st;
 }
 
-mpccl_status_t mpccl_win_deregister(ncclComm_t comm, ncclWindow_t w)
+mpccl_status_t mpccl_win_deregister(ncclComm_t comm, ncclWindow_t h)
 {
     mpccl_win_state_t *ws = comm->win;
-    int found = 0;
+    struct mpccl_win *w = NULL;
     if (ws) {
         pthread_mutex_lock(&ws->lock);
-        for (struct ncclWindow_vidmem **pp = &ws->wins; *pp; pp = &(*pp)->next)
-            if (*pp == w) {
+        for (struct mpccl_win **pp = &ws->wins; *pp; pp = &(*pp)->next)
+            if ((*pp)->handle == h) {
+                w = *pp;
                 *pp = w->next;
-                found = 1;
                 break;
             }
         pthread_mutex_unlock(&ws->lock);
     }
-    if (!found)
+    if (!w)
         return mpccl_fail(MPCCL_ERR_ARG,
                           "ncclCommWindowDeregister: argument win = %p is not a live window of comm %p "
                           "(deregistered already, or registered on another communicator)",
-                          (void *)w, (void *)comm);
+                          (void *)h, (void *)comm);
     win_free(comm, w);
     return MPCCL_OK;
 }
@@ -238,7 +273,7 @@ void mpccl_win_release(ncclComm_t comm)
      * the transport's close then drops. */
     if (!comm->gpu && comm->transport) mpccl_host_drop(comm);
     while (ws->wins) {
-        struct ncclWindow_vidmem *w = ws->wins;
+        struct mpccl_win *w = ws->wins;
         ws->wins = w->next;
         win_free(comm, w);
     }

@@ -35,10 +35,15 @@ static inline size_t mpccl_sig_index(int nranks, int ctx, int sig, int src)
 struct mpccl_win_gpu;  /* onesided_gpu.c */
 struct mpccl_wingpu;   /* per-window GPU part, onesided_gpu.c */
 
-/* ncclWindow_t points at this. */
-struct ncclWindow_vidmem {
+/* A window as the library keeps it.  Users hold its handle: on GPU
+ * communicators the device descriptor kernels read (struct ncclWindow_vidmem
+ * of nccl_device/core.h, in device memory), on host communicators the address
+ * of this struct. */
+struct mpccl_win {
     uint64_t magic;
     ncclComm_t comm;
+    ncclWindow_t handle;
+    struct mpccl_win *gnext; /* every live window of the process (mpccl_win_find_any) */
     void *base;
     size_t size;
     int flags;
@@ -47,7 +52,7 @@ struct ncclWindow_vidmem {
     void **peer_rkey;        /* host comms: [nranks] unpacked remote keys */
     mpccl_ucx_mem_t mem;     /* host comms: this rank's registration */
     struct mpccl_wingpu *gpu; /* GPU comms */
-    struct ncclWindow_vidmem *next;
+    struct mpccl_win *next;
 };
 
 /* ncclCommRegister handles point at this. */
@@ -64,7 +69,7 @@ typedef struct mpccl_reg {
 typedef struct mpccl_win_state {
     pthread_mutex_t lock;    /* lists only: data-path calls on one comm are serialised by the user */
     pthread_mutex_t wait_lock; /* waits deferred to ncclGroupEnd run one at a time (they may run in threads) */
-    struct ncclWindow_vidmem *wins;
+    struct mpccl_win *wins;
     mpccl_reg_t *regs;
     int sig_ready;           /* the signal area is set up and exchanged */
     size_t nsig_words;       /* MPCCL_WIN_NCTX * MPCCL_WIN_NSIG * nranks */
@@ -86,8 +91,12 @@ mpccl_status_t mpccl_win_state(ncclComm_t comm, mpccl_win_state_t **out);
  * (ncclCommDestroy / ncclCommAbort); before the transport closes. */
 void mpccl_win_release(ncclComm_t comm);
 
-/* Whether w / h is a live window / registration of comm. */
-int mpccl_win_is_live(ncclComm_t comm, ncclWindow_t w);
+/* The live window of comm with handle h, else NULL. */
+struct mpccl_win *mpccl_win_find(ncclComm_t comm, ncclWindow_t h);
+/* The live window with handle h on any communicator of the process, else NULL
+ * (ncclGetLsaDevicePointer and friends name no communicator). */
+struct mpccl_win *mpccl_win_find_any(ncclWindow_t h);
+/* Whether h is a live registration of comm. */
 int mpccl_reg_is_live(ncclComm_t comm, const void *h);
 
 /* Collective: registers [buff, buff + size) as a window of comm.  local is
@@ -127,11 +136,11 @@ mpccl_status_t mpccl_wait_signal(int ndesc, const ncclWaitSignalDesc_t *descs, n
  * collective and agree on failure. */
 mpccl_status_t mpccl_host_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
 void mpccl_host_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
-mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w);
-void mpccl_host_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w);
+mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct mpccl_win *w);
+void mpccl_host_win_free(ncclComm_t comm, struct mpccl_win *w);
 /* defer: leave the put in flight (a group); mpccl_host_flush completes it. */
 mpccl_status_t mpccl_host_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                     struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx, int defer);
+                                     struct mpccl_win *w, size_t offset, int sig, int ctx, int defer);
 mpccl_status_t mpccl_host_flush(ncclComm_t comm);
 /* Detaches and frees puts still in flight (communicator release). */
 void mpccl_host_drop(ncclComm_t comm);
@@ -141,10 +150,14 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
 /* onesided_gpu.c: GPU communicators (peers on this node). */
 mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
 void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
-mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct ncclWindow_vidmem *w);
-void mpccl_gpu_win_free(ncclComm_t comm, struct ncclWindow_vidmem *w);
+/* Collective: maps the peers' windows and builds the device descriptor, whose
+ * address becomes w->handle. */
+mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct mpccl_win *w);
+/* Window pointer for the device of comm: lsa index i (NULL when i is out of range). */
+void *mpccl_gpu_win_lsa_ptr(ncclComm_t comm, struct mpccl_win *w, int lsa_index);
+void mpccl_gpu_win_free(ncclComm_t comm, struct mpccl_win *w);
 mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                    struct ncclWindow_vidmem *w, size_t offset, int sig, int ctx,
+                                    struct mpccl_win *w, size_t offset, int sig, int ctx,
                                     cudaStream_t stream);
 mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
                                      cudaStream_t stream);

@@ -15,7 +15,7 @@ from .types import (NcclDataType, NcclRedOp, NcclScalarResidence, WindowFlag, Nc
 from .buffers import BufferSpec
 from .streams import stream_handle
 from .resources import (CommResource, RegisteredBufferHandle, RegisteredWindowHandle,
-                        CustomRedOp, DevCommResource)
+                        CustomRedOp, DevCommRequirements, DevCommResource)
 from .communicator import (Communicator, UniqueId, NCCLConfig, WaitSignalDesc, get_unique_id,
                            SPLIT_NOCOLOR)
 from ._group import group, group_start, group_end
@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 
 def get_version():
-    """libmpccl's NCCL version code (e.g. 22700)."""
+    """libmpccl's NCCL version code (e.g. 22907)."""
     import ctypes
     from . import _lib
     out = ctypes.c_int()

@@ -35,7 +35,7 @@ def nccl_version_code(major, minor, patch):
 
 
 # The header's version: the config/properties structs below are its layout.
-HEADER_VERSION = nccl_version_code(2, 27, 0)
+HEADER_VERSION = nccl_version_code(2, 29, 7)
 
 
 class UniqueIdStruct(ctypes.Structure):

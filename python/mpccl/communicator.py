@@ -7,7 +7,7 @@ from . import _lib, errors
 from .buffers import resolve
 from .streams import stream_handle
 from .types import NcclDataType, NcclScalarResidence, WindowFlag, gin_type
-from .resources import (CustomRedOp, DevCommResource, RegisteredBufferHandle,
+from .resources import (CustomRedOp, DevCommRequirements, DevCommResource, RegisteredBufferHandle,
                         RegisteredWindowHandle)
 
 SPLIT_NOCOLOR = -1
@@ -636,12 +636,18 @@ class Communicator:
                            keep if residence == NcclScalarResidence.DEVICE else None)
 
     def create_dev_comm(self, requirements=None):
-        """ncclDevCommCreate: a device communicator for user kernels.
-        `requirements` is the address of an ncclDevCommRequirements (or None)."""
+        """ncclDevCommCreate (collective): a device communicator for user kernels.
+        `requirements`: None (the defaults), a DevCommRequirements, a dict of its
+        fields (e.g. {"lsaBarrierCount": 16}) or the address of a C struct."""
         ptr = self._require("create_dev_comm")
+        if requirements is None:
+            requirements = DevCommRequirements()
+        elif isinstance(requirements, dict):
+            requirements = DevCommRequirements(**requirements)
+        reqs = (ctypes.addressof(requirements) if isinstance(requirements, DevCommRequirements)
+                else int(requirements))
         storage = (ctypes.c_char * DevCommResource._STORAGE_BYTES)()
-        _lib.call("ncclDevCommCreate", ptr, requirements or None, ctypes.addressof(storage),
-                  comm_ptr=ptr)
+        _lib.call("ncclDevCommCreate", ptr, reqs, ctypes.addressof(storage), comm_ptr=ptr)
         return DevCommResource(self, storage)
 
 

@@ -145,6 +145,35 @@ class CustomRedOp(CommResource):
         _lib.call("ncclRedOpDestroy", op, comm_ptr, comm_ptr=comm_ptr)
 
 
+class DevCommRequirements(ctypes.Structure):
+    """ncclDevCommRequirements (nccl_device/core.h), filled as
+    NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER does; set fields by name, e.g.
+    DevCommRequirements(lsaBarrierCount=16)."""
+
+    _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint),
+                ("resourceRequirementsList", ctypes.c_void_p), ("teamRequirementsList", ctypes.c_void_p),
+                ("lsaMultimem", ctypes.c_bool), ("barrierCount", ctypes.c_int),
+                ("lsaBarrierCount", ctypes.c_int), ("railGinBarrierCount", ctypes.c_int),
+                ("lsaLLA2ABlockCount", ctypes.c_int), ("lsaLLA2ASlotCount", ctypes.c_int),
+                ("ginForceEnable", ctypes.c_bool), ("ginContextCount", ctypes.c_int),
+                ("ginSignalCount", ctypes.c_int), ("ginCounterCount", ctypes.c_int),
+                ("ginConnectionType", ctypes.c_int), ("ginExclusiveContexts", ctypes.c_bool),
+                ("ginQueueDepth", ctypes.c_int), ("worldGinBarrierCount", ctypes.c_int)]
+
+    _API_MAGIC = 0xcafebeef
+
+    def __init__(self, **fields):
+        super().__init__()
+        self.size = ctypes.sizeof(self)
+        self.magic = self._API_MAGIC
+        self.version = _lib.HEADER_VERSION
+        self.ginContextCount = 4
+        for name, value in fields.items():
+            if not hasattr(self, name):
+                raise TypeError("DevCommRequirements has no field %r" % name)
+            setattr(self, name, value)
+
+
 class DevCommResource(CommResource):
     """A device communicator (ncclDevCommCreate) for user kernels."""
 

@@ -46,10 +46,13 @@ def test_destroy_releases_live_resources(comm):
 
 
 def test_dev_comm(comm):
-    """ncclDevCommCreate: while mpccl has no device API the library's error
-    must come through as an exception with its message."""
+    """ncclDevCommCreate: device communicators need a GPU communicator; on a
+    host one the library's refusal comes through as an exception with its
+    message.  Requirements are checked first (a dict names fields)."""
+    with pytest.raises(TypeError):
+        mpccl.DevCommRequirements(noSuchField=1)
     try:
-        dc = comm.create_dev_comm()
+        dc = comm.create_dev_comm({"lsaBarrierCount": 4})
     except mpccl.NcclError as exc:
         assert isinstance(exc, mpccl.NcclInvalidUsage)
         assert "ncclDevCommCreate" in str(exc) and exc.message

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "nccl.h"
+#include "nccl_device.h"
 
 #define N 4
 #define BLK 4093 /* bytes per piece, odd */
@@ -75,6 +76,65 @@ START_TEST(grouped_windows_and_all_to_all)
 }
 END_TEST
 
+/* The host side of the device API on host communicators: every rank is its
+ * own LSA team, window pointers exist only for this rank, and device
+ * communicators are refused with a message (they need a GPU). */
+START_TEST(device_api_on_host_comms)
+{
+    ncclComm_t comms[N];
+    ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+    ncclTeam_t world = ncclTeamWorld(comms[2]), lsa = ncclTeamLsa(comms[2]);
+    ck_assert_int_eq(world.nRanks, N);
+    ck_assert_int_eq(world.rank, 2);
+    ck_assert_int_eq(lsa.nRanks, 1);
+    ck_assert_int_eq(lsa.rank, 0);
+    ck_assert_int_eq(ncclTeamRankToWorld(comms[2], world, 3), 3);
+    ck_assert_int_eq(ncclTeamRankToLsa(comms[2], world, 2), 0);
+    ck_assert_int_eq(ncclTeamRankToLsa(comms[2], world, 3), -1);
+    ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+    ck_assert_int_eq(ncclCommQueryProperties(comms[0], &props), ncclSuccess);
+    ck_assert(!props.deviceApiSupport);
+    ck_assert_int_eq(props.nLsaTeams, N);
+
+    ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+    reqs.lsaBarrierCount = 4;
+    ncclDevComm_t dev;
+    ck_assert_int_eq(ncclDevCommCreate(comms[0], &reqs, &dev), ncclInvalidUsage);
+    ck_assert_ptr_nonnull(strstr(ncclGetLastError(comms[0]), "host communicator"));
+    reqs.magic = 0;
+    ck_assert_int_eq(ncclDevCommCreate(comms[0], &reqs, &dev), ncclInvalidArgument);
+    ck_assert_int_eq(ncclDevCommCreate(comms[0], NULL, &dev), ncclInvalidArgument);
+
+    unsigned char *wbuf[N];
+    ncclWindow_t win[N];
+    for (int r = 0; r < N; r++)
+        ck_assert_int_eq(posix_memalign((void **)&wbuf[r], NCCL_WIN_REQUIRED_ALIGNMENT, 4096), 0);
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++)
+        ck_assert_int_eq(ncclCommWindowRegister(comms[r], wbuf[r], 4096, &win[r], NCCL_WIN_COLL_SYMMETRIC),
+                         ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    void *p = NULL;
+    ck_assert_int_eq(ncclGetLsaDevicePointer(win[1], 16, 0, &p), ncclSuccess);
+    ck_assert_ptr_eq(p, wbuf[1] + 16);
+    ck_assert_int_eq(ncclGetLsaDevicePointer(win[1], 16, 1, &p), ncclInvalidArgument);
+    ck_assert_int_eq(ncclGetPeerDevicePointer(win[1], 0, 1, &p), ncclSuccess);
+    ck_assert_ptr_eq(p, wbuf[1]);
+    ck_assert_int_eq(ncclGetPeerDevicePointer(win[1], 0, 2, &p), ncclSuccess);
+    ck_assert_ptr_null(p); /* another rank's memory: not reachable by load/store */
+    ck_assert_int_eq(ncclGetLsaMultimemDevicePointer(win[1], 0, &p), ncclSuccess);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(ncclGetLsaDevicePointer(win[1], 5000, 0, &p), ncclInvalidArgument);
+    ck_assert_int_eq(ncclGetLsaDevicePointer((ncclWindow_t)wbuf[0], 0, 0, &p), ncclInvalidArgument);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommWindowDeregister(comms[r], win[r]), ncclSuccess);
+    ck_assert_int_eq(ncclGetLsaDevicePointer(win[1], 0, 0, &p), ncclInvalidArgument); /* deregistered */
+    for (int r = 0; r < N; r++) {
+        ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+        free(wbuf[r]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     setenv("CUDA_VISIBLE_DEVICES", "", 1); /* host communicators */
@@ -85,6 +145,7 @@ int main(void)
     TCase *tc = tcase_create("grouped");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, grouped_windows_and_all_to_all);
+    tcase_add_test(tc, device_api_on_host_comms);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);
