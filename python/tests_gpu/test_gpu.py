@@ -108,3 +108,27 @@ def test_non_contiguous_device_rejected(comm):
     a = cupy.zeros((8, 8), dtype=cupy.float32)
     with pytest.raises(mpccl.NcclInvalidArgument, match="contiguous"):
         comm.allreduce(a[:, 0], cupy.zeros(8, cupy.float32), mpccl.SUM)
+
+
+def test_window_put_signal_and_dev_comm(comm):
+    """One-sided puts into a CuPy window of the next rank, then a device
+    communicator (the device API) on the same GPU communicator."""
+    n, r = comm.nranks, comm.rank
+    blk = 257  # odd on purpose
+    win_buf = cupy.zeros(n * blk, dtype=cupy.float32)
+    win = comm.register_window(win_buf)
+    src = cupy.full(blk, r + 1, dtype=cupy.float32)
+    comm.put_signal(src, (r + 1) % n, win, peer_window_offset=r * blk)
+    prev = (r - 1) % n
+    comm.wait_signal([mpccl.WaitSignalDesc(prev)])
+    cupy.cuda.Device().synchronize()
+    assert bool((win_buf[prev * blk:(prev + 1) * blk] == prev + 1).all())
+    dc = comm.create_dev_comm({"lsaBarrierCount": 2})
+    assert dc.is_valid and dc.ptr
+    dc.close()
+    dc.close()
+    with pytest.raises(RuntimeError):
+        dc.ptr
+    with pytest.raises(mpccl.NcclInvalidUsage, match="GIN"):
+        comm.create_dev_comm({"ginSignalCount": 1})
+    win.close()

@@ -4,7 +4,12 @@
 #   one process per GPU on all visible GPUs (flat kernels and their forced
 #   variants, the engine with MPCCL_FLAT=0); several processes on one GPU;
 #   two simulated nodes (GPU data over UCX through the proxy); ncclCommInitAll
-#   and graph capture inside the engine test; a compute-sanitizer pass.
+#   and graph capture inside the engine test; one-sided operations and the
+#   device API; the MPI shim; the Python bindings; a compute-sanitizer pass.
+# CHECK_GPU_PARTS picks parts (default: all of them, in this order):
+#   engine coll flat perf shared nodes onesided devapi shim python sanitizer
+# PYTHON names the interpreter for the Python part (default: the first of
+# /usr/bin/python3 and python3 that has mpi4py and pytest).
 here=$(cd "$(dirname "$0")" && pwd)
 top_builddir=${top_builddir:-.}
 export top_builddir
@@ -21,54 +26,83 @@ step() {
     r=$?
     if [ $r -ne 0 ] && [ $r -ne 77 ]; then echo "##### FAILED ($r): $*"; status=1; fi
 }
+parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi shim python sanitizer}
+want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 mpi="$here/../mpi/run-mpi.sh"
+if want engine; then
 for t in test/gpu/test_engine test/gpu/test_gpu_comm; do
     [ -x "$top_builddir/$t" ] && step "$top_builddir/$t"
 done
+fi
 # one process per GPU
+if want coll; then
 step sh "$mpi" -t 500 "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 "$ngpu" test/mpi/test_group
 step sh "$mpi" -t 300 "$ngpu" test/mpi/test_comm
 step sh "$mpi" -t 300 "$ngpu" test/mpi/test_badinput
+fi
 # the flat kernels' variants (default above: flat, LL for small calls, flat p2p)
+if want flat; then
 step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT_LL_BYTES=1M -e MPCCL_FLAT_SLICE_BYTES=64K "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT=0 -e MPCCL_FLAT_P2P=0 "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P=0 "$ngpu" test/mpi/test_group
 step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_BYTES=64K "$ngpu" test/mpi/test_group
+fi
+# every collective, datatype and op checked by the benchmark (-c 1)
+if want perf; then
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" mpccl-perf -C allreduce -d all -o all -b 1 -e 64M -f 7 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
+fi
 # several processes on one GPU
+if want shared; then
 step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
+fi
 # two simulated nodes: the inter-node steps go through the proxy and UCX
+if want nodes; then
 if [ "$ngpu" -ge 2 ]; then
     step sh "$mpi" -t 500 -n 2 "$ngpu" test/mpi/test_coll
 else
     step sh "$mpi" -t 500 -n 2 2 test/mpi/test_coll
 fi
+fi
 # registration, windows, put/signal/wait on GPU communicators
-if [ -x "$top_builddir/test/mpi/test_onesided" ]; then
+if want onesided && [ -x "$top_builddir/test/mpi/test_onesided" ]; then
     step sh "$mpi" -t 300 "$ngpu" test/mpi/test_onesided
     step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_onesided
     step sh "$mpi" -t 300 -n 2 2 test/mpi/test_onesided
     step sh "$mpi" -t 300 2 examples/onesided_pingpong -b 8 -e 64M -n 200 -w 20
 fi
+# the device API: a kernel allreduce over ncclMemAlloc windows with LSA
+# barriers, one process per GPU and several processes on one GPU
+if want devapi && [ -x "$top_builddir/examples/device_allreduce" ]; then
+    step sh "$mpi" -t 300 "$ngpu" examples/device_allreduce
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 3 examples/device_allreduce 1 4093 1000003
+fi
 # the MPI shim on device buffers
-if [ -x "$top_builddir/test/shim/test_shim" ]; then
+if want shim && [ -x "$top_builddir/test/shim/test_shim" ]; then
     step timeout 300 ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
         -x LD_PRELOAD="$top_builddir/.libs/libmpccl_shim.so" "$top_builddir/test/shim/test_shim" --gpu --expect route
 fi
 # the Python bindings on GPU buffers (CuPy / PyTorch when present)
-if /usr/bin/python3 -c 'import mpi4py, pytest' >/dev/null 2>&1; then
+py=
+for cand in ${PYTHON:-} /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
+    if [ -n "$cand" ] && "$cand" -c 'import mpi4py, pytest' >/dev/null 2>&1; then py=$cand; break; fi
+done
+if want python && [ -n "$py" ]; then
     step timeout 300 env PYTHONPATH="$here/../../python" MPCCL_LIBRARY="$top_builddir/.libs/libmpccl.so" \
         ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
-        -x PYTHONPATH -x MPCCL_LIBRARY /usr/bin/python3 -m pytest -q "$here/../../python/tests_gpu"
+        -x PYTHONPATH -x MPCCL_LIBRARY "$py" -m pytest -q -p no:cacheprovider "$here/../../python/tests_gpu"
+    step timeout 120 env PYTHONPATH="$here/../../python" MPCCL_LIBRARY="$top_builddir/.libs/libmpccl.so" \
+        ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
+        -x PYTHONPATH -x MPCCL_LIBRARY "$py" "$here/../../examples/python/allreduce.py"
+elif want python; then
+    echo "##### SKIP python: no interpreter with mpi4py and pytest (set PYTHON=...)"
 fi
-# the benchmark with checking
-step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
 # memory and race checking of a small configuration
-if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$top_builddir/test/gpu/test_engine" ]; then
+if want sanitizer && command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$top_builddir/test/gpu/test_engine" ]; then
     MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool memcheck --error-exitcode 1 "$top_builddir/test/gpu/test_engine"
     MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool racecheck --error-exitcode 1 "$top_builddir/test/gpu/test_engine"
 fi
