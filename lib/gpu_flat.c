@@ -266,7 +266,7 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
     a.stride = mpccl_flat_p2p_stride(&gp);
     a.rank = f->rank;
     a.nranks = f->nranks;
-    uint32_t grid = 0;
+    uint32_t send_grid = 0, recv_grid = 0;
     int k = 0;
     for (int i = 0; i < n; i++) {
         const mpccl_call_t *c = calls[i];
@@ -279,9 +279,11 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
         op->peer = c->desc.root;
         op->send = (uint32_t)send;
         mpccl_flat_p2p_geometry(&gp, bytes, &op->ctas, &op->sub);
-        if (op->ctas > grid) grid = op->ctas;
+        uint32_t *grid = send ? &send_grid : &recv_grid;
+        if (op->ctas > *grid) *grid = op->ctas;
     }
     a.nops = k;
+    a.send_ctas = send_grid;
     if (k == 0) return MPCCL_OK;
-    return mpccl_flat_p2p_launch(&a, grid, stream);
+    return mpccl_flat_p2p_launch(&a, send_grid + recv_grid, stream);
 }

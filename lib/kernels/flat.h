@@ -49,11 +49,14 @@ typedef struct mpccl_flat_p2p_args {
     uint64_t p2p_off, p2p_slice;
     uint32_t stride; /* bytes between CTAs' areas in a p2p slice */
     int32_t rank, nranks, nops;
+    uint32_t send_ctas; /* CTAs [0, send_ctas) send, the rest receive */
     mpccl_flat_p2p_op_t ops[MPCCL_FLAT_P2P_MAX_OPS];
 } mpccl_flat_p2p_args_t;
 
-/* Launches a p2p group (ops in program order) with nctas = the largest ctas of
- * its ops.  Only enqueues. */
+/* Launches a p2p group (ops in program order) with nctas = send_ctas + the
+ * largest ctas of its receives (at most 2 * MPCCL_FLAT_MAX_CTAS): sending and
+ * receiving CTAs are separate, so a rank's outgoing stores over NVLink and its
+ * copies out of incoming chunks run at the same time.  Only enqueues. */
 mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, uint32_t nctas, cudaStream_t stream);
 
 /* Launches the flat kernel with nctas CTAs (<= MPCCL_FLAT_MAX_CTAS, equal on

@@ -1,7 +1,10 @@
 /* Flat point-to-point (flat.h): a group's send/recv calls of one single-node,
  * all-P2P communicator in one launch.
  *
- * Channel (me -> peer, CTA g): chunk k (the k-th this CTA ever sent to that
+ * CTAs [0, send_ctas) send and the others receive, so outgoing stores and
+ * incoming copies overlap; lane g of a direction is blockIdx.x counted from
+ * the first CTA of that direction.
+ * Channel (me -> peer, lane g): chunk k (the k-th this lane ever sent to that
  * peer, counted in my region's tx counters; the receiver counts the same in
  * rx) goes into the peer's region at data[me][k & 1] + g * stride.
  *   sender:   wait until ack >= k - 2 (the peer has consumed the chunk that
@@ -11,7 +14,7 @@
  *             __syncthreads, fence, ack[me][g] = k in the sender's region
  * A CTA moves whichever of its calls can move (thread 0 looks, all threads
  * copy), calls to the same peer in the same direction strictly in program
- * order, so ranks that each send before they receive cannot deadlock.
+ * order; the two directions never wait for each other.
  * Messages are cut from their size alone: both ends agree without talking. */
 #include "kernels/flat_impl.cuh"
 
@@ -30,6 +33,7 @@ struct p2p {
     const mpccl_flat_p2p_args_t &a;
     p2p_state &sh;
     int N, me, g;
+    uint32_t sending; /* this CTA's direction */
 
     __device__ uint64_t ready_base() const { return a.p2p_off + 2ull * N * a.p2p_slice; }
     __device__ uint64_t ack_base() const { return ready_base() + 2ull * N * MPCCL_FLAT_MAX_CTAS * 4; }
@@ -117,7 +121,7 @@ struct p2p {
         if (threadIdx.x == 0)
             for (int i = 0; i < a.nops; i++) {
                 sh.chunks[i] = 0;
-                sh.fin[i] = (uint32_t)g >= a.ops[i].ctas || a.ops[i].bytes == 0;
+                sh.fin[i] = a.ops[i].send != sending || (uint32_t)g >= a.ops[i].ctas || a.ops[i].bytes == 0;
             }
         for (;;) {
             if (threadIdx.x == 0) select();
@@ -133,14 +137,16 @@ struct p2p {
 __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_p2p_kernel(mpccl_flat_p2p_args_t a)
 {
     __shared__ p2p_state sh;
-    p2p{a, sh, a.nranks, a.rank, (int)blockIdx.x}.run();
+    uint32_t sending = blockIdx.x < a.send_ctas;
+    int g = (int)(sending ? blockIdx.x : blockIdx.x - a.send_ctas);
+    p2p{a, sh, a.nranks, a.rank, g, sending}.run();
 }
 
 } // namespace
 
 extern "C" mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
-    if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS || a->nranks < 1 || a->nranks > MPCCL_FLAT_MAX_RANKS ||
+    if (nctas < 1 || nctas > 2 * MPCCL_FLAT_MAX_CTAS || a->send_ctas > nctas || a->nranks < 1 || a->nranks > MPCCL_FLAT_MAX_RANKS ||
         a->nops < 1 || a->nops > MPCCL_FLAT_P2P_MAX_OPS)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "flat p2p launch: %u CTAs, %d ranks, %d calls", nctas, a->nranks,
                           a->nops);

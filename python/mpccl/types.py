@@ -58,6 +58,9 @@ _BY_NAME["float8_e4m3"] = NcclDataType.FLOAT8E4M3
 
 
 def _from_name(name):
+    """'float32', 'bfloat16', also PyTorch's 'torch.bfloat16' -> NcclDataType or None."""
+    if name.startswith("torch."):
+        name = name[len("torch."):]
     return _BY_NAME.get(name)
 
 

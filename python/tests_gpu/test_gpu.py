@@ -115,8 +115,13 @@ def test_window_put_signal_and_dev_comm(comm):
     communicator (the device API) on the same GPU communicator."""
     n, r = comm.nranks, comm.rank
     blk = 257  # odd on purpose
-    win_buf = cupy.zeros(n * blk, dtype=cupy.float32)
-    win = comm.register_window(win_buf)
+    # Windows need NCCL_WIN_REQUIRED_ALIGNMENT: ncclMemAlloc memory (shared
+    # with the other processes as a file descriptor), seen through CuPy.
+    mem = mpccl.mem_alloc(n * blk * 4)
+    win_buf = cupy.asarray(mem).view(cupy.float32)
+    win_buf.fill(0)
+    cupy.cuda.Device().synchronize()
+    win = comm.register_window(mem)
     src = cupy.full(blk, r + 1, dtype=cupy.float32)
     comm.put_signal(src, (r + 1) % n, win, peer_window_offset=r * blk)
     prev = (r - 1) % n
@@ -132,3 +137,4 @@ def test_window_put_signal_and_dev_comm(comm):
     with pytest.raises(mpccl.NcclInvalidUsage, match="GIN"):
         comm.create_dev_comm({"ginSignalCount": 1})
     win.close()
+    mem.free()

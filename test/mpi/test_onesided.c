@@ -115,7 +115,10 @@ START_TEST(test_properties)
     T_EXPECT(props.rank == t_rank && props.nRanks == t_nranks, "rank %d nRanks %d, expected %d %d", props.rank,
              props.nRanks, t_rank, t_nranks);
     T_EXPECT(props.cudaDev == dev, "cudaDev %d, expected %d", props.cudaDev, dev);
-    T_EXPECT(!props.deviceApiSupport && !props.multimemSupport, "device API / multimem reported");
+    /* The device API exists on GPU communicators; multicast never. */
+    T_EXPECT(props.deviceApiSupport == (t_mem.gpu != 0) && !props.multimemSupport,
+             "deviceApiSupport %d multimemSupport %d", (int)props.deviceApiSupport, (int)props.multimemSupport);
+    T_EXPECT(props.nLsaTeams >= 1 && props.nLsaTeams <= t_nranks, "nLsaTeams %d", props.nLsaTeams);
     T_EXPECT(props.ginType == NCCL_GIN_TYPE_NONE && props.railedGinType == NCCL_GIN_TYPE_NONE, "GIN reported");
     if (!t_mem.gpu) T_EXPECT(props.hostRmaSupport, "host communicator without hostRmaSupport");
     ncclCommProperties_t bad = NCCL_COMM_PROPERTIES_INITIALIZER;
