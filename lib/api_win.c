@@ -47,6 +47,12 @@ static mpccl_status_t run_win_job(void *arg)
 {
     win_job_t *j = arg;
     ncclWindow_t w = NULL;
+    /* A thread of ncclGroupEnd: the driver calls of a GPU window need the
+     * communicator's device current here. */
+    if (j->comm->cuda_dev >= 0) {
+        mpccl_status_t st = mpccl_comm_enter_device(j->comm->cuda_dev);
+        if (st != MPCCL_OK) j->local = st;
+    }
     /* Deferred waits of the same group may drive this communicator's worker
      * in another thread meanwhile. */
     pthread_mutex_lock(&j->comm->win->wait_lock);

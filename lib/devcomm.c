@@ -377,7 +377,8 @@ static mpccl_status_t devcomm_create(ncclComm_t comm, mpccl_status_t local, uint
 static mpccl_status_t run_devcomm_job(void *arg)
 {
     devcomm_job_t *j = arg;
-    mpccl_status_t st = devcomm_create(j->comm, j->local, j->nbarriers, j->out);
+    mpccl_status_t st = mpccl_comm_enter_device(j->comm->cuda_dev); /* a thread of ncclGroupEnd */
+    st = devcomm_create(j->comm, st == MPCCL_OK ? j->local : st, j->nbarriers, j->out);
     free(j);
     return st;
 }

@@ -109,6 +109,9 @@ static mpccl_status_t exchange(ncclComm_t comm, void *base, size_t size, mpccl_i
     mpccl_status_t st = (d && off && ptr) ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for IPC descriptors");
     CUdeviceptr abase = 0;
     size_t asize = 0;
+    int saved = -1;
+    /* Driver calls act on the current context: the communicator's device. */
+    if (st == MPCCL_OK) st = mpccl_cuda_push_device(comm->cuda_dev, &saved);
     if (st == MPCCL_OK) st = mpccl_cu_get(&cu);
     if (st == MPCCL_OK) {
         CUresult r = cu->cuMemGetAddressRange(&abase, &asize, (CUdeviceptr)(uintptr_t)base);
@@ -139,6 +142,7 @@ static mpccl_status_t exchange(ncclComm_t comm, void *base, size_t size, mpccl_i
     *descs = d;
     *offs = off;
     *out = ptr;
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
     return MPCCL_OK;
 fail:
     for (int r = 0; ptr && r < n; r++)
@@ -147,6 +151,7 @@ fail:
     free(d);
     free(off);
     free(ptr);
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
     return st;
 }
 

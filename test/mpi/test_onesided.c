@@ -47,6 +47,30 @@ static void win_free(void *p)
     free(p);
 }
 
+/* ncclMemAlloc memory on GPUs (cuMem: peers map it through a file
+ * descriptor), as nccl-tests allocates its windows. */
+static void *win_alloc_vmm(size_t bytes)
+{
+#ifdef T_CUDA
+    if (t_mem.gpu) {
+        void *p = NULL;
+        return ncclMemAlloc(&p, bytes) == ncclSuccess ? p : NULL;
+    }
+#endif
+    return win_alloc(bytes);
+}
+
+static void win_free_vmm(void *p)
+{
+#ifdef T_CUDA
+    if (t_mem.gpu) {
+        ncclMemFree(p);
+        return;
+    }
+#endif
+    free(p);
+}
+
 static unsigned char pattern(uint64_t seed, size_t i)
 {
     uint64_t x = seed * 0x9e3779b97f4a7c15ULL + i * 0xbf58476d1ce4e5b9ULL;
@@ -263,10 +287,14 @@ START_TEST(test_opcnt_order)
     int n = t_nranks, K = 8;
     size_t blk = 1024;
     int next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
-    unsigned char *wbuf = win_alloc(blk * (size_t)K / 2), *src = perf_mem_alloc(&t_mem, blk * (size_t)K);
+    unsigned char *wbuf = win_alloc_vmm(blk * (size_t)K / 2), *src = perf_mem_alloc(&t_mem, blk * (size_t)K);
     unsigned char *h = malloc(blk * (size_t)K);
     ncclWindow_t win = NULL;
+    /* Registered inside a group (it then runs in a thread of ncclGroupEnd),
+     * as nccl-tests registers its windows. */
+    T_NCCL(ncclGroupStart());
     T_NCCL(ncclCommWindowRegister(t_comm, wbuf, blk * (size_t)K / 2, &win, NCCL_WIN_COLL_SYMMETRIC));
+    T_NCCL(ncclGroupEnd());
     for (int pass = 0; pass < 2 && t_failures() == 0; pass++) {
         for (int k = 0; k < K; k++) fill(h + (size_t)k * blk, blk, piece_seed(100 + pass, t_rank, (size_t)k));
         T_EXPECT(perf_mem_put(&t_mem, src, h, blk * (size_t)K) == 0, "upload");
@@ -290,7 +318,7 @@ START_TEST(test_opcnt_order)
     T_NCCL(ncclCommWindowDeregister(t_comm, win));
     free(h);
     perf_mem_free(&t_mem, src);
-    win_free(wbuf);
+    win_free_vmm(wbuf);
     T_END();
 }
 END_TEST
