@@ -1,10 +1,12 @@
 /* Windows and one-sided operations on GPU communicators, for peers on this
  * node (doc/ONESIDED.md).  Windows (cudaMalloc or ncclMemAlloc memory) and the
  * signal area are exported to the node's peers (lib/ipc.c) at registration, so each rank holds
- * device pointers into its node peers' windows and counters.  A put is a
- * peer copy (cudaMemcpyAsync) followed on the same stream by a kernel that
- * fences and adds 1 to the peer's counter; a wait is a kernel that spins on
- * this rank's counters.  Peers on other nodes: refused (the GPU-direct
+ * device pointers into its node peers' windows and counters.  A put up to
+ * MPCCL_OS_FUSED_MAX bytes is one kernel that stores into the peer's window
+ * and then adds 1 to the peer's counter; a larger one is a peer copy
+ * (cudaMemcpyAsync, the copy engines' bandwidth) followed on the same stream
+ * by the signal kernel.  A wait is a kernel that spins on this rank's
+ * counters.  Peers on other nodes: refused (the GPU-direct
  * transport brings them). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,13 +296,16 @@ mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t byt
     int saved;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     mpccl_status_t st = MPCCL_OK;
-    if (w && bytes) {
-        cudaError_t e = cudaMemcpyAsync(w->gpu->peer_base[peer] + offset, src, bytes, cudaMemcpyDefault, stream);
-        if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaMemcpyAsync (put into a peer's window)");
-    }
-    if (st == MPCCL_OK) {
-        uint64_t *word = comm->win->gpu->peer_sig[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank);
-        st = mpccl_os_signal_launch(word, stream);
+    uint64_t *word = comm->win->gpu->peer_sig[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank);
+    if (w && bytes && bytes <= MPCCL_OS_FUSED_MAX) {
+        /* Latency: one launch stores the data and signals. */
+        st = mpccl_os_put_signal_launch(w->gpu->peer_base[peer] + offset, src, bytes, word, stream);
+    } else {
+        if (w && bytes) {
+            cudaError_t e = cudaMemcpyAsync(w->gpu->peer_base[peer] + offset, src, bytes, cudaMemcpyDefault, stream);
+            if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaMemcpyAsync (put into a peer's window)");
+        }
+        if (st == MPCCL_OK) st = mpccl_os_signal_launch(word, stream);
     }
     mpccl_cuda_restore_device(saved);
     return st;

@@ -15,6 +15,27 @@ __global__ void mpccl_os_signal_kernel(unsigned long long *word)
     __threadfence_system();
 }
 
+// A small put in one launch: every thread stores its share into the peer's
+// window, fences at system scope, and after the block barrier one thread adds
+// to the peer's counter, so a peer that sees the count sees all the bytes.
+// One CTA: puts this small are latency-bound, and one block needs no
+// grid-wide completion count.
+__global__ void __launch_bounds__(512) mpccl_os_put_signal_kernel(char *dst, const char *src, size_t bytes,
+                                                                  unsigned long long *word)
+{
+    size_t nvec = ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) ? bytes / 16 : 0;
+    const uint4 *s4 = (const uint4 *)src;
+    uint4 *d4 = (uint4 *)dst;
+    for (size_t i = threadIdx.x; i < nvec; i += blockDim.x) d4[i] = s4[i];
+    for (size_t i = nvec * 16 + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(word, 1ULL);
+        __threadfence_system();
+    }
+}
+
 // One thread serves the descriptors in order, so descriptors naming the same
 // counter add up (a wait is all of them: the order costs nothing).
 __global__ void mpccl_os_wait_kernel(mpccl_os_wait_args_t a)
@@ -35,6 +56,16 @@ extern "C" mpccl_status_t mpccl_os_signal_launch(uint64_t *word, cudaStream_t st
     mpccl_os_signal_kernel<<<1, 1, 0, stream>>>((unsigned long long *)word);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return mpccl_cuda_error(e, "signal kernel launch");
+    return MPCCL_OK;
+}
+
+extern "C" mpccl_status_t mpccl_os_put_signal_launch(void *dst, const void *src, size_t bytes, uint64_t *word,
+                                                     cudaStream_t stream)
+{
+    mpccl_os_put_signal_kernel<<<1, 512, 0, stream>>>((char *)dst, (const char *)src, bytes,
+                                                      (unsigned long long *)word);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return mpccl_cuda_error(e, "put kernel launch");
     return MPCCL_OK;
 }
 
