@@ -104,6 +104,8 @@ fi
 # memory and race checking of a small configuration
 if want sanitizer && command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$top_builddir/test/gpu/test_engine" ]; then
     MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 "$top_builddir/test/gpu/test_engine"
-    MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 1 "$top_builddir/test/gpu/test_engine"
+    # racecheck slows kernels by orders of magnitude: the quick matrix without the 4 MB cases
+    MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 1 \
+        "$top_builddir/test/gpu/test_engine" quick nospecial
 fi
 exit $status
