@@ -80,6 +80,13 @@ def test_window_lifecycle(comm):
     assert w.is_valid and w.size == buf.nbytes and w.handle
     assert w.user_ptr == buf.ctypes.data
     assert w.get_lsa_multimem_device_pointer() is None
+    # Host communicators: every rank is its own LSA team (nccl_device.h).
+    assert w.get_lsa_device_pointer(0, 8) == buf.ctypes.data + 8
+    assert w.get_peer_device_pointer(comm.rank) == buf.ctypes.data
+    if comm.nranks > 1:
+        assert w.get_peer_device_pointer((comm.rank + 1) % comm.nranks) == 0
+        with pytest.raises(mpccl.NcclInvalidArgument, match="lsaRank"):
+            w.get_lsa_device_pointer(1)
     w.close()
     w.close()
     with pytest.raises(RuntimeError):

@@ -122,6 +122,7 @@ def test_window_put_signal_and_dev_comm(comm):
     win_buf.fill(0)
     cupy.cuda.Device().synchronize()
     win = comm.register_window(mem)
+    assert win.get_peer_device_pointer(r) == mem.ptr
     src = cupy.full(blk, r + 1, dtype=cupy.float32)
     comm.put_signal(src, (r + 1) % n, win, peer_window_offset=r * blk)
     prev = (r - 1) % n
