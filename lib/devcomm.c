@@ -17,6 +17,7 @@
 #include "devcomm.h"
 #include "group.h"
 #include "log.h"
+#include "lsa_team.h"
 #include "nccl_device/core.h"
 #include "win.h"
 
@@ -47,23 +48,21 @@ struct mpccl_devcomm {
 #ifdef MPCCL_HAVE_CUDA
 mpccl_status_t mpccl_lsa_setup(ncclComm_t comm, const mpccl_dev_link_t *links)
 {
-    /* Candidate: the run of consecutive ranks around this one that its GPU
-     * reaches by P2P.  It is the team only if every member found the same
-     * run, so the teams of all ranks partition the communicator. */
-    int n = comm->nranks, me = comm->rank, lo = me, hi = me;
-    while (lo > 0 && links[lo - 1].kind == MPCCL_LINK_NVLINK) lo--;
-    while (hi < n - 1 && links[hi + 1].kind == MPCCL_LINK_NVLINK) hi++;
-    int32_t *all = calloc((size_t)n * 2, sizeof(int32_t));
-    if (!all) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the LSA team");
-    all[2 * me] = lo;
-    all[2 * me + 1] = hi;
-    mpccl_status_t st = mpccl_bootstrap_allgather(&comm->bs, all, 2 * sizeof(int32_t));
-    int agreed = st == MPCCL_OK;
-    for (int m = lo; m <= hi && agreed; m++) agreed = all[2 * m] == lo && all[2 * m + 1] == hi;
-    free(all);
+    int n = comm->nranks, me = comm->rank;
+    int32_t *runs = calloc((size_t)n * 2, sizeof(int32_t));
+    unsigned char *reach = calloc((size_t)n, 1);
+    if (!runs || !reach) {
+        free(runs);
+        free(reach);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the LSA team");
+    }
+    for (int r = 0; r < n; r++) reach[r] = links[r].kind == MPCCL_LINK_NVLINK;
+    mpccl_lsa_candidate(n, me, reach, &runs[2 * me], &runs[2 * me + 1]);
+    mpccl_status_t st = mpccl_bootstrap_allgather(&comm->bs, runs, 2 * sizeof(int32_t));
+    if (st == MPCCL_OK) mpccl_lsa_pick(n, me, runs, &comm->lsa_first, &comm->lsa_size);
+    free(runs);
+    free(reach);
     MPCCL_CHECK(st);
-    comm->lsa_first = agreed ? lo : me;
-    comm->lsa_size = agreed ? hi - lo + 1 : 1;
     MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx: LSA team of rank %d is ranks %d..%d", (unsigned long long)comm->id, me,
                comm->lsa_first, comm->lsa_first + comm->lsa_size - 1);
     return MPCCL_OK;
