@@ -245,8 +245,11 @@ static void devcomm_free(ncclComm_t comm, struct mpccl_devcomm *d)
 {
     if (!d) return;
     if (d->abort_word) *(volatile uint32_t *)d->abort_word = 1; /* kernels still waiting give up */
-    for (int r = 0; d->imported && r < comm->nranks; r++)
+    /* On abort a kernel may still run on this memory: it stays mapped and
+     * allocated, as the communicator's other device memory does. */
+    for (int r = 0; d->imported && r < comm->nranks && !comm->aborting; r++)
         if (d->imported[r]) mpccl_ipc_release(&d->desc[r]);
+    if (d->area && !comm->aborting) mpccl_ipc_unexport(&d->desc[comm->rank]);
     if (!comm->aborting) {
         if (d->area) cudaFree(d->area);
         if (d->peer_inbox) cudaFree(d->peer_inbox);
