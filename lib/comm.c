@@ -99,6 +99,7 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     comm->nranks = bs->nranks;
     comm->lsa_first = comm->rank;
     comm->lsa_size = 1;
+    comm->lsa_uniform = 1;
     mpccl_log_set_rank(comm->rank);
     if (config) comm->config = *config;
     else MPCCL_CHECK(mpccl_config_normalize(NULL, &comm->config, "init"));

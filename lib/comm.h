@@ -56,6 +56,7 @@ struct ncclComm {
      * lsa_size - 1, whose GPU memory this rank's kernels load and store
      * directly.  Just this rank on host communicators (devcomm.c). */
     int lsa_first, lsa_size;
+    int lsa_uniform;               /* every LSA team has lsa_size ranks (rail teams exist) */
     struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devcomm.c) */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];

@@ -59,7 +59,15 @@ mpccl_status_t mpccl_lsa_setup(ncclComm_t comm, const mpccl_dev_link_t *links)
     for (int r = 0; r < n; r++) reach[r] = links[r].kind == MPCCL_LINK_NVLINK;
     mpccl_lsa_candidate(n, me, reach, &runs[2 * me], &runs[2 * me + 1]);
     mpccl_status_t st = mpccl_bootstrap_allgather(&comm->bs, runs, 2 * sizeof(int32_t));
-    if (st == MPCCL_OK) mpccl_lsa_pick(n, me, runs, &comm->lsa_first, &comm->lsa_size);
+    if (st == MPCCL_OK) {
+        mpccl_lsa_pick(n, me, runs, &comm->lsa_first, &comm->lsa_size);
+        comm->lsa_uniform = 1; /* every rank's team from the same runs: the same answer everywhere */
+        for (int r = 0; r < n; r++) {
+            int f, sz;
+            mpccl_lsa_pick(n, r, runs, &f, &sz);
+            if (sz != comm->lsa_size) comm->lsa_uniform = 0;
+        }
+    }
     free(runs);
     free(reach);
     MPCCL_CHECK(st);
@@ -89,11 +97,12 @@ MPCCL_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm)
     return team_or_self(comm, comm ? comm->lsa_first : 0, comm ? comm->lsa_size : 1, 1);
 }
 
-/* The ranks with this rank's LSA index in every LSA team (all LSA teams have
- * the same size when the team is used; otherwise just this rank). */
+/* The ranks with this rank's LSA index in every LSA team; when the LSA teams
+ * differ in size there are no rails, and the team is this rank alone. */
 MPCCL_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm)
 {
-    if (!comm || comm->nranks % comm->lsa_size) return team_or_self(comm, comm ? comm->rank : 0, 1, 1);
+    if (mpccl_check_comm("ncclTeamRail", comm) != MPCCL_OK || !comm->lsa_uniform)
+        return team_or_self(comm, comm ? comm->rank : 0, 1, 1);
     int s = comm->lsa_size, idx = comm->rank - comm->lsa_first;
     return team_or_self(comm, idx, comm->nranks / s, s);
 }

@@ -171,7 +171,10 @@ struct ncclTeamTagRail {};
 
 NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamWorld(ncclDevComm const &c) { return ncclTeam{c.nRanks, c.rank, 1}; }
 NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamLsa(ncclDevComm const &c) { return ncclTeam{c.lsaSize, c.lsaRank, 1}; }
-/* The ranks with this rank's LSA index in every LSA team. */
+/* The ranks with this rank's LSA index in every LSA team.  Meaningful when
+ * all LSA teams have the same size (one node, or nodes with equal P2P
+ * groups); the host ncclTeamRail(comm) says so by returning this rank alone
+ * otherwise. */
 NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamRail(ncclDevComm const &c)
 {
     return ncclTeam{c.nRanks / c.lsaSize, c.rank / c.lsaSize, c.lsaSize};

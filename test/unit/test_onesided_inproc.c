@@ -88,6 +88,8 @@ START_TEST(device_api_on_host_comms)
     ck_assert_int_eq(world.rank, 2);
     ck_assert_int_eq(lsa.nRanks, 1);
     ck_assert_int_eq(lsa.rank, 0);
+    ncclTeam_t rail = ncclTeamRail(comms[2]); /* teams of one: the rail is everybody */
+    ck_assert(rail.nRanks == N && rail.rank == 2 && rail.stride == 1);
     ck_assert_int_eq(ncclTeamRankToWorld(comms[2], world, 3), 3);
     ck_assert_int_eq(ncclTeamRankToLsa(comms[2], world, 2), 0);
     ck_assert_int_eq(ncclTeamRankToLsa(comms[2], world, 3), -1);
