@@ -59,7 +59,7 @@ static mpccl_setting_t settings[] = {
      NULL},
     {"FLAT_P2P_BYTES", NULL, "0",
      "flat p2p: bytes each rank keeps per peer and parity for send/recv (0: min(4M, 32M / (2 * ranks)))", NULL, NULL},
-    {"FLAT_P2P_CTAS", NULL, "64", "flat p2p: most CTAs one send/recv message uses (1..128, at most FLAT_CTAS)", NULL,
+    {"FLAT_P2P_CTAS", NULL, "64", "flat p2p: most CTAs one send/recv message uses (1..128, at most FLAT_CTAS / 2: sending and receiving CTAs are separate)", NULL,
      NULL},
     {"FLAT_CTAS", NULL, "128", "flat kernels: most CTAs per launch (1..128)", NULL, NULL},
     {"FLAT_CTA_BYTES", NULL, "16K", "flat kernels: bytes per CTA and peer before another CTA is added", NULL, NULL},

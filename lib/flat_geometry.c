@@ -33,8 +33,10 @@ void mpccl_flat_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t c
 
 static uint64_t p2p_max_ctas(const mpccl_flat_geom_params_t *p)
 {
-    uint64_t want = p->p2p_ctas ? p->p2p_ctas : 64;
-    return p->max_ctas < want ? p->max_ctas : want;
+    /* Sending and receiving CTAs are separate (flat_p2p.cu): half of
+     * max_ctas each keeps the grid within max_ctas, all resident at once. */
+    uint64_t want = p->p2p_ctas ? p->p2p_ctas : 64, half = p->max_ctas > 1 ? p->max_ctas / 2 : 1;
+    return half < want ? half : want;
 }
 
 uint32_t mpccl_flat_p2p_stride(const mpccl_flat_geom_params_t *p)

@@ -19,7 +19,7 @@ typedef struct mpccl_flat_geom_params {
     uint64_t cta_bytes;     /* bytes per CTA before another joins */
     uint64_t ll_max;        /* largest LL block, a multiple of 16; 0: no LL */
     uint64_t p2p_slice;     /* p2p bytes per (source, parity), a multiple of 256 */
-    uint32_t p2p_ctas;      /* most CTAs per p2p message (0: 64); at most max_ctas */
+    uint32_t p2p_ctas;      /* most CTAs per p2p message (0: 64); at most max_ctas / 2 */
 } mpccl_flat_geom_params_t;
 
 typedef struct mpccl_flat_geom {
