@@ -1,5 +1,6 @@
 /* Collectives, point-to-point and groups: each fills one launch. */
 #include "api.h"
+#include "argcheck.h"
 #include "enqueue.h"
 #include "group.h"
 
@@ -80,4 +81,27 @@ MPCCL_API(ncclResult_t, ncclGroupStart, void)
 MPCCL_API(ncclResult_t, ncclGroupEnd, void)
 {
     return mpccl_result(mpccl_group_end());
+}
+
+/* Ends the group without running its calls; estimatedTime is the model's
+ * time for them in microseconds (lib/estimate.c). */
+MPCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
+{
+    static const char fn[] = "ncclGroupSimulateEnd";
+    mpccl_status_t st = mpccl_check_ptr(fn, "simInfo", simInfo);
+    if (st == MPCCL_OK && (simInfo->magic != 0x74685283u || simInfo->size < sizeof(ncclSimInfo_t)))
+        st = mpccl_fail(MPCCL_ERR_ARG,
+                        "%s: simInfo (size %zu, magic %#x) was not set up with NCCL_SIM_INFO_INITIALIZER", fn,
+                        simInfo->size, simInfo->magic);
+    if (st != MPCCL_OK) {
+        /* The group still ends, as with any failing ncclGroupEnd; its calls
+         * are dropped, not run. */
+        double ignored;
+        if (mpccl_group_depth() > 0) (void)mpccl_group_simulate_end(&ignored);
+        return mpccl_result(st);
+    }
+    double seconds = -1.0;
+    st = mpccl_group_simulate_end(&seconds);
+    if (st == MPCCL_OK && seconds >= 0.0) simInfo->estimatedTime = (float)(seconds * 1e6);
+    return mpccl_result(st);
 }

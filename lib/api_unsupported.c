@@ -12,7 +12,6 @@
 
 #define MPCCL_NEEDS_SUSPEND "releasing and restoring a communicator's GPU memory follows the GPU data path (issue 3)"
 #define MPCCL_NEEDS_FAULT "revoke, shrink and grow arrive with fault handling"
-#define MPCCL_NEEDS_SIMULATION "group simulation needs the planner's cost estimates to be exposed"
 
 /* ---- Fault handling and elasticity ----------------------------------------- */
 
@@ -55,9 +54,3 @@ MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t sta
     return mpccl_api_unsupported("ncclCommMemStats", MPCCL_NEEDS_SUSPEND);
 }
 
-/* ---- Groups ------------------------------------------------------------------------ */
-
-MPCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo)
-{
-    return mpccl_api_unsupported("ncclGroupSimulateEnd", MPCCL_NEEDS_SIMULATION);
-}

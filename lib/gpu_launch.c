@@ -504,6 +504,14 @@ static mpccl_status_t launch_flat(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_c
     return after_launch(s, stream, capturing);
 }
 
+int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->flat) return 0;
+    if (d->coll == MPCCL_COLL_SEND || d->coll == MPCCL_COLL_RECV) return mpccl_flat_takes_p2p(s->flat);
+    return mpccl_flat_takes(s->flat, d);
+}
+
 mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
 {
     ncclComm_t comm = call->comm;

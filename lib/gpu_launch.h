@@ -23,6 +23,8 @@ mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_co
 /* Plans (cached), prepares scratch and launches one call on its stream; returns
  * once the work is enqueued. */
 mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call);
+/* Whether call d of comm runs on the flat kernels (ncclGroupSimulateEnd's model). */
+int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d);
 /* Launches n (<= MPCCL_ENGINE_MAX_BUFS - 3) send/recv calls of one communicator
  * as one kernel. */
 mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n);

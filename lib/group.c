@@ -8,6 +8,7 @@
 #include "build_config.h"
 #include "config.h"
 #include "group.h"
+#include "estimate.h"
 #include "log.h"
 #ifdef MPCCL_HAVE_CUDA
 #include "gpu_launch.h"
@@ -317,6 +318,25 @@ mpccl_status_t mpccl_group_end(void)
         return st;
     }
     if (st == MPCCL_OK && ops) return run_calls(ops);
+    free_ops(ops);
+    return st;
+}
+
+mpccl_status_t mpccl_group_simulate_end(double *seconds)
+{
+    if (group_depth == 0)
+        return mpccl_fail(MPCCL_ERR_USAGE, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
+    if (--group_depth > 0) return MPCCL_OK;
+    mpccl_deferred_init_t *inits = group_inits;
+    mpccl_call_t *ops = group_ops;
+    group_inits = group_inits_tail = NULL;
+    group_ops = group_ops_tail = NULL;
+    mpccl_status_t st = run_inits(inits);
+    if (group_error != MPCCL_OK) {
+        st = group_error;
+        group_error = MPCCL_OK;
+    }
+    if (st == MPCCL_OK) *seconds = mpccl_group_estimate(ops);
     free_ops(ops);
     return st;
 }

@@ -31,6 +31,11 @@ mpccl_status_t mpccl_group_defer_init(mpccl_init_fn_t fn, void *arg);
 
 mpccl_status_t mpccl_group_start(void);
 mpccl_status_t mpccl_group_end(void);
+/* ncclGroupSimulateEnd: ends the group like mpccl_group_end (communicator
+ * inits of the group do run), but instead of launching its calls returns
+ * their modelled time in seconds (estimate.h) and drops them.  *seconds is
+ * left alone when this closes an inner group only. */
+mpccl_status_t mpccl_group_simulate_end(double *seconds);
 int mpccl_group_depth(void);
 /* Drops whatever the current group collected (an error inside the group). */
 void mpccl_group_discard_comm(ncclComm_t comm);

@@ -64,6 +64,46 @@ START_TEST(init_all_and_grouped_collectives)
 }
 END_TEST
 
+/* ncclGroupSimulateEnd: the group ends, nothing runs (outputs untouched, the
+ * comms still work afterwards), and the estimate grows with the data. */
+static float simulate_allreduce(ncclComm_t *comms, size_t count, float *out)
+{
+    float *in = calloc(count, sizeof(float));
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++)
+        ck_assert_int_eq(ncclAllReduce(in, out + (size_t)r * count, count, ncclFloat, ncclSum, comms[r], NULL),
+                         ncclSuccess);
+    ck_assert_int_eq(ncclGroupSimulateEnd(&info), ncclSuccess);
+    free(in);
+    return info.estimatedTime;
+}
+
+START_TEST(group_simulate_end)
+{
+    ncclComm_t comms[N];
+    ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+    size_t big = 1 << 20;
+    float *out = malloc((size_t)N * big * sizeof(float));
+    for (size_t i = 0; i < (size_t)N * big; i++) out[i] = -1.0f;
+    float small_us = simulate_allreduce(comms, 1, out), big_us = simulate_allreduce(comms, big, out);
+    ck_assert_msg(small_us > 0.0f && big_us > small_us, "estimates %g us (1 element), %g us (1M)", (double)small_us,
+                  (double)big_us);
+    for (size_t i = 0; i < (size_t)N * big; i++) ck_assert(out[i] == -1.0f); /* nothing ran */
+    /* Bad argument: an error, and the group is over all the same. */
+    ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
+    bad.magic = 0;
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    ck_assert_int_eq(ncclGroupSimulateEnd(&bad), ncclInvalidArgument);
+    ck_assert_int_eq(ncclGroupSimulateEnd(NULL), ncclInvalidArgument);
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    ck_assert_int_eq(ncclGroupSimulateEnd(&info), ncclInvalidUsage); /* no group open */
+    allreduce_all(comms, N); /* the communicators are fine */
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+    free(out);
+}
+END_TEST
+
 START_TEST(grouped_init_rank_from_one_thread)
 {
     ncclUniqueId id;
@@ -145,6 +185,7 @@ int main(void)
     tcase_add_test(tc, init_all_and_grouped_collectives);
     tcase_add_test(tc, grouped_init_rank_from_one_thread);
     tcase_add_test(tc, init_all_rejects_bad_arguments);
+    tcase_add_test(tc, group_simulate_end);
     tcase_add_test(tc, unused_comms_destroy_without_waiting);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
