@@ -21,8 +21,9 @@ typedef struct init_job {
     mpccl_inproc_group_t *inproc;    /* ncclCommInitAll */
     const mpcclOobOps_t *oob;        /* mpcclCommInitOob */
     void *oob_ctx;
-    ncclComm_t parent;               /* ncclCommSplit */
+    ncclComm_t parent;               /* ncclCommSplit, ncclCommGrow */
     int color, key;
+    int has_id;                      /* ncclCommGrow: this rank was given the id */
     int cuda_dev;                    /* the device it binds to; -1: host */
 } init_job_t;
 
@@ -309,6 +310,132 @@ MPCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nccl
     job->color = color;
     job->key = key;
     return mpccl_result(mpccl_group_defer_init(init_split, job));
+}
+
+/* ---- grow ---- */
+
+/* Existing ranks learn the coordinator's id through the parent (they all call
+ * ncclCommGrow: the parent's allgather is safe), then every rank, existing and
+ * new, joins a socket bootstrap of nRanks as ncclCommInitRank does, existing
+ * ranks with their parent rank.  A last allgather checks that ranks
+ * 0..parent size - 1 are exactly the parent's. */
+typedef struct grow_slot {
+    int32_t has_id, nranks;
+    ncclUniqueId id;
+} grow_slot_t;
+
+static mpccl_status_t grow_agree_id(init_job_t *job)
+{
+    ncclComm_t parent = job->parent;
+    int n = parent->nranks, me = parent->rank, roots = 0;
+    grow_slot_t *all = calloc((size_t)n, sizeof(*all));
+    if (!all) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommGrow: out of memory");
+    all[me].has_id = job->has_id;
+    all[me].nranks = job->nranks;
+    all[me].id = job->id;
+    mpccl_status_t st = mpccl_bootstrap_allgather(&parent->bs, all, sizeof(*all));
+    for (int r = 0; r < n && st == MPCCL_OK; r++) {
+        if (all[r].nranks != job->nranks)
+            st = mpccl_fail(MPCCL_ERR_ARG, "ncclCommGrow: argument nRanks = %d on rank %d but %d on rank %d", job->nranks,
+                            me, all[r].nranks, r);
+        if (all[r].has_id && roots++ == 0) job->id = all[r].id;
+    }
+    if (st == MPCCL_OK && roots != 1)
+        st = mpccl_fail(MPCCL_ERR_USAGE,
+                        "ncclCommGrow: %d existing ranks passed a uniqueId; exactly one must (the one that called "
+                        "ncclCommGetUniqueId), the others pass NULL",
+                        roots);
+    free(all);
+    return st;
+}
+
+static mpccl_status_t grow_check_layout(init_job_t *job, mpccl_bootstrap_t *bs)
+{
+    int n = job->nranks;
+    int32_t *old = calloc((size_t)n, sizeof(*old));
+    if (!old) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommGrow: out of memory");
+    old[job->rank] = job->parent ? job->parent->nranks : -1;
+    mpccl_status_t st = mpccl_bootstrap_allgather(bs, old, sizeof(*old));
+    int parent_n = 0;
+    for (int r = 0; r < n && st == MPCCL_OK; r++)
+        if (old[r] > parent_n) parent_n = old[r];
+    for (int r = 0; r < n && st == MPCCL_OK; r++)
+        if ((r < parent_n) != (old[r] == parent_n))
+            st = mpccl_fail(MPCCL_ERR_ARG,
+                            "ncclCommGrow: rank %d of the grown communicator is %s, but the parent has %d ranks: new "
+                            "ranks take %d..%d",
+                            r, old[r] < 0 ? "a new rank" : "an existing rank", parent_n, parent_n, n - 1);
+    free(old);
+    return st;
+}
+
+static mpccl_status_t init_grow(void *arg)
+{
+    init_job_t *job = arg;
+    mpccl_bootstrap_t bs = {0};
+    mpccl_log_set_rank(job->rank);
+    mpccl_status_t st = job->parent ? grow_agree_id(job) : MPCCL_OK;
+    if (st == MPCCL_OK) st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
+    if (st == MPCCL_OK && (st = grow_check_layout(job, &bs)) != MPCCL_OK) mpccl_bootstrap_close(&bs);
+    if (st == MPCCL_OK)
+        MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommGrow: rank %d of %d (%s)", job->rank, job->nranks,
+                   job->parent ? "existing" : "new");
+    return finish_init(job, &bs, st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+    static const char fn[] = "ncclCommGetUniqueId";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "uniqueId", uniqueId);
+    /* The id names the grown communicator's bootstrap root, served from here. */
+    if (st == MPCCL_OK) st = mpccl_socket_get_unique_id(uniqueId->internal);
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+          ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    static const char fn[] = "ncclCommGrow";
+    ncclConfig_t cfg;
+    mpccl_status_t st = mpccl_check_ptr(fn, "newcomm", newcomm);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    *newcomm = NULL;
+    if (comm) {
+        /* An existing rank: keeps its rank, inherits the parent's config and device. */
+        if ((st = mpccl_check_comm(fn, comm)) != MPCCL_OK) return mpccl_result(st);
+        if (rank != -1)
+            return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
+                                           "%s: argument rank = %d on an existing rank, expected -1 (existing ranks "
+                                           "keep their rank, %d)",
+                                           fn, rank, comm->rank));
+        if (nRanks <= comm->nranks)
+            return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument nRanks = %d, expected more than the parent's %d",
+                                           fn, nRanks, comm->nranks));
+        if (uniqueId && (st = check_unique_id(fn, uniqueId)) != MPCCL_OK) return mpccl_result(st);
+        rank = comm->rank;
+    } else {
+        if ((st = mpccl_check_ptr(fn, "uniqueId", uniqueId)) != MPCCL_OK ||
+            (st = check_unique_id(fn, uniqueId)) != MPCCL_OK)
+            return mpccl_result(st);
+        if (nRanks < 2 || rank < 0 || rank >= nRanks)
+            return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
+                                           "%s: a new rank needs nRanks >= 2 and rank in [parent size, nRanks); got "
+                                           "nRanks = %d, rank = %d",
+                                           fn, nRanks, rank));
+    }
+    if (config || !comm) {
+        if ((st = mpccl_config_normalize(config, &cfg, fn)) != MPCCL_OK) return mpccl_result(st);
+    } else {
+        cfg = comm->config;
+    }
+    init_job_t *job = new_job(newcomm, &cfg, rank, nRanks);
+    if (!job) return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));
+    if (comm) job->cuda_dev = comm->cuda_dev;
+    job->parent = comm;
+    job->has_id = uniqueId != NULL;
+    if (uniqueId) job->id = *uniqueId;
+    return mpccl_result(mpccl_group_defer_init(init_grow, job));
 }
 
 /* ---- teardown ---- */

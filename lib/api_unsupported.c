@@ -26,17 +26,6 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
     return mpccl_api_unsupported("ncclCommShrink", MPCCL_NEEDS_FAULT);
 }
 
-MPCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *uniqueId)
-{
-    return mpccl_api_unsupported("ncclCommGetUniqueId", MPCCL_NEEDS_FAULT);
-}
-
-MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId,
-          int rank, ncclComm_t *newcomm, ncclConfig_t *config)
-{
-    return mpccl_api_unsupported("ncclCommGrow", MPCCL_NEEDS_FAULT);
-}
-
 /* ---- Suspend/resume and memory statistics ----------------------------------- */
 
 MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)

@@ -104,6 +104,38 @@ START_TEST(group_simulate_end)
 }
 END_TEST
 
+/* ncclCommGrow: two existing ranks (made by ncclCommInitAll) and two new ones
+ * form a communicator of four from one thread (a group runs the inits side
+ * by side); it computes, and the parent still works.  Bad arguments fail
+ * before anything waits. */
+START_TEST(grow_from_two_to_four)
+{
+    ncclComm_t old[2], grown[N];
+    ck_assert_int_eq(ncclCommInitAll(old, 2, NULL), ncclSuccess);
+    ncclUniqueId id;
+    ck_assert_int_eq(ncclCommGetUniqueId(old[0], &id), ncclSuccess);
+    ck_assert_int_eq(ncclCommGrow(old[0], N, &id, 0, &grown[0], NULL), ncclInvalidArgument); /* rank must be -1 */
+    ck_assert_int_eq(ncclCommGrow(old[0], 2, &id, -1, &grown[0], NULL), ncclInvalidArgument); /* not larger */
+    ck_assert_int_eq(ncclCommGrow(NULL, N, NULL, 2, &grown[2], NULL), ncclInvalidArgument);   /* new rank, no id */
+    ck_assert_int_eq(ncclCommGrow(NULL, N, &id, N, &grown[2], NULL), ncclInvalidArgument);    /* rank outside */
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    ck_assert_int_eq(ncclCommGrow(old[0], N, &id, -1, &grown[0], NULL), ncclSuccess); /* the coordinator */
+    ck_assert_int_eq(ncclCommGrow(old[1], N, NULL, -1, &grown[1], NULL), ncclSuccess);
+    for (int r = 2; r < N; r++) ck_assert_int_eq(ncclCommGrow(NULL, N, &id, r, &grown[r], NULL), ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < N; r++) {
+        int rank = -1, count = -1;
+        ck_assert_int_eq(ncclCommUserRank(grown[r], &rank), ncclSuccess);
+        ck_assert_int_eq(ncclCommCount(grown[r], &count), ncclSuccess);
+        ck_assert(rank == r && count == N);
+    }
+    allreduce_all(grown, N);
+    allreduce_all(old, 2);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(grown[r]), ncclSuccess);
+    for (int r = 0; r < 2; r++) ck_assert_int_eq(ncclCommDestroy(old[r]), ncclSuccess);
+}
+END_TEST
+
 START_TEST(grouped_init_rank_from_one_thread)
 {
     ncclUniqueId id;
@@ -186,6 +218,7 @@ int main(void)
     tcase_add_test(tc, grouped_init_rank_from_one_thread);
     tcase_add_test(tc, init_all_rejects_bad_arguments);
     tcase_add_test(tc, group_simulate_end);
+    tcase_add_test(tc, grow_from_two_to_four);
     tcase_add_test(tc, unused_comms_destroy_without_waiting);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
