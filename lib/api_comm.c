@@ -24,6 +24,7 @@ typedef struct init_job {
     ncclComm_t parent;               /* ncclCommSplit, ncclCommGrow */
     int color, key;
     int has_id;                      /* ncclCommGrow: this rank was given the id */
+    int *survivors;                  /* ncclCommShrink: parent ranks kept, ascending */
     int cuda_dev;                    /* the device it binds to; -1: host */
 } init_job_t;
 
@@ -436,6 +437,131 @@ MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUni
     job->has_id = uniqueId != NULL;
     if (uniqueId) job->id = *uniqueId;
     return mpccl_result(mpccl_group_defer_init(init_grow, job));
+}
+
+/* ---- shrink ---- */
+
+/* The excluded ranks may be dead, so nothing collective over the parent can
+ * be used: the lowest surviving rank makes the child's bootstrap id and sends
+ * it to every other survivor over the parent's transport (point to point,
+ * never touching an excluded rank); then the survivors join that bootstrap as
+ * ncclCommInitRank does, in parent order.  The tag is reserved: the proxy's
+ * tag space with a CTA index no launch uses. */
+#define SHRINK_TAG(sender) (((uint64_t)(sender) << 40) | (3ULL << 38) | (0xffULL << 30) | 0x3fffffffULL)
+
+static mpccl_status_t wait_req(mpccl_transport_t *t, mpccl_req_t *req)
+{
+    while (!req->done)
+        if (t->ops->progress(t) == 0) t->ops->idle(t);
+    return req->status;
+}
+
+static mpccl_status_t shrink_share_id(init_job_t *job)
+{
+    ncclComm_t parent = job->parent;
+    mpccl_transport_t *t = parent->transport;
+    if (t == NULL)
+        return mpccl_fail(MPCCL_ERR_USAGE, "ncclCommShrink: the parent communicator was finalized (its transport "
+                          "is closed)");
+    int root = job->survivors[0];
+    mpccl_status_t st = MPCCL_OK;
+    if (parent->rank == root) {
+        MPCCL_CHECK(mpccl_socket_get_unique_id(job->id.internal));
+        for (int i = 1; i < job->nranks && st == MPCCL_OK; i++) {
+            mpccl_req_t req = {0};
+            st = t->ops->isend(t, job->survivors[i], SHRINK_TAG(root), &job->id, sizeof(job->id), &req);
+            if (st == MPCCL_OK) st = wait_req(t, &req);
+        }
+    } else {
+        mpccl_req_t req = {0};
+        st = t->ops->irecv(t, root, SHRINK_TAG(root), &job->id, sizeof(job->id), &req);
+        if (st == MPCCL_OK) st = wait_req(t, &req);
+    }
+    return st;
+}
+
+static mpccl_status_t init_shrink(void *arg)
+{
+    init_job_t *job = arg;
+    mpccl_bootstrap_t bs = {0};
+    mpccl_log_set_rank(job->rank);
+    mpccl_status_t st = shrink_share_id(job);
+    if (st == MPCCL_OK) st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
+    if (st == MPCCL_OK)
+        MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: parent rank %d -> rank %d of %d", job->parent->rank, job->rank,
+                   job->nranks);
+    free(job->survivors);
+    job->survivors = NULL;
+    return finish_init(job, &bs, st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+          ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+    static const char fn[] = "ncclCommShrink";
+    ncclConfig_t cfg;
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "newcomm", newcomm);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    *newcomm = NULL;
+    int n = comm->nranks;
+    if (excludeRanksCount < 0 || excludeRanksCount >= n || (excludeRanksCount > 0 && !excludeRanksList))
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
+                                       "%s: argument excludeRanksCount = %d (list %p), expected 0..%d with a list",
+                                       fn, excludeRanksCount, (void *)excludeRanksList, n - 1));
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
+                                       "%s: argument shrinkFlags = %#x, expected NCCL_SHRINK_DEFAULT or "
+                                       "NCCL_SHRINK_ABORT",
+                                       fn, shrinkFlags));
+    if (shrinkFlags == NCCL_SHRINK_ABORT && comm->cuda_dev >= 0)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE,
+                                       "%s: NCCL_SHRINK_ABORT on a GPU communicator: stopping kernels that wait for "
+                                       "a failed peer is not supported yet (ncclCommAbort the parent instead)",
+                                       fn));
+    if (comm->cuda_dev >= 0 && comm->topo.nnodes > 1)
+        return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE,
+                                       "%s: a GPU communicator spanning nodes cannot be shrunk yet: its transport "
+                                       "is driven by the proxy thread, which the survivors' rendezvous would race",
+                                       fn));
+    unsigned char *out = calloc((size_t)n, 1);
+    int *survivors = calloc((size_t)n, sizeof(int));
+    if (!out || !survivors) {
+        free(out);
+        free(survivors);
+        return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));
+    }
+    for (int i = 0; i < excludeRanksCount && st == MPCCL_OK; i++) {
+        int r = excludeRanksList[i];
+        if (r < 0 || r >= n || out[r])
+            st = mpccl_fail(MPCCL_ERR_ARG, "%s: excludeRanksList[%d] = %d is %s", fn, i, r,
+                            r < 0 || r >= n ? "not a rank of the communicator" : "listed twice");
+        else out[r] = 1;
+    }
+    if (st == MPCCL_OK && out[comm->rank])
+        st = mpccl_fail(MPCCL_ERR_USAGE, "%s: rank %d excludes itself; excluded ranks do not call ncclCommShrink", fn,
+                        comm->rank);
+    int count = 0, newrank = -1;
+    for (int r = 0; r < n && st == MPCCL_OK; r++) {
+        if (out[r]) continue;
+        if (r == comm->rank) newrank = count;
+        survivors[count++] = r;
+    }
+    free(out);
+    if (st == MPCCL_OK) {
+        if (config) st = mpccl_config_normalize(config, &cfg, fn);
+        else cfg = comm->config;
+    }
+    init_job_t *job = st == MPCCL_OK ? new_job(newcomm, &cfg, newrank, count) : NULL;
+    if (st == MPCCL_OK && !job) st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    if (st != MPCCL_OK) {
+        free(survivors);
+        return mpccl_result(st);
+    }
+    job->cuda_dev = comm->cuda_dev;
+    job->parent = comm;
+    job->survivors = survivors;
+    return mpccl_result(mpccl_group_defer_init(init_shrink, job));
 }
 
 /* ---- teardown ---- */

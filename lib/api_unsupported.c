@@ -20,12 +20,6 @@ MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
     return mpccl_api_unsupported("ncclCommRevoke", MPCCL_NEEDS_FAULT);
 }
 
-MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
-          int excludeRanksCount, ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
-{
-    return mpccl_api_unsupported("ncclCommShrink", MPCCL_NEEDS_FAULT);
-}
-
 /* ---- Suspend/resume and memory statistics ----------------------------------- */
 
 MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)

@@ -88,6 +88,47 @@ START_TEST(test_split)
 }
 END_TEST
 
+/* ncclCommShrink without the last rank (which does not call, as a dead rank
+ * would not), then ncclCommGrow back to full size with that rank joining as a
+ * new one; each communicator computes, and the world one still does. */
+START_TEST(test_shrink_grow)
+{
+    if (t_nranks < 2) {
+        T_END();
+        return;
+    }
+    int ex = t_nranks - 1, n = -1, me = -1;
+    ncclComm_t small = NULL, grown = NULL;
+    if (t_rank != ex) {
+        T_NCCL(ncclCommShrink(t_comm, &ex, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+        if (small) {
+            T_NCCL(ncclCommCount(small, &n));
+            T_NCCL(ncclCommUserRank(small, &me));
+            T_EXPECT(n == t_nranks - 1 && me == t_rank, "shrunk: rank %d of %d, expected %d of %d", me, n, t_rank,
+                     t_nranks - 1);
+            T_EXPECT(t_comm_works(small, &t_mem) == 0, "shrunk communicator does not work");
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (t_rank == 0 && small) T_NCCL(ncclCommGetUniqueId(small, &id));
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (t_rank != ex && small) T_NCCL(ncclCommGrow(small, t_nranks, t_rank == 0 ? &id : NULL, -1, &grown, NULL));
+    else if (t_rank == ex) T_NCCL(ncclCommGrow(NULL, t_nranks, &id, ex, &grown, NULL));
+    if (grown) {
+        T_NCCL(ncclCommCount(grown, &n));
+        T_NCCL(ncclCommUserRank(grown, &me));
+        T_EXPECT(n == t_nranks && me == t_rank, "grown: rank %d of %d, expected %d of %d", me, n, t_rank, t_nranks);
+        T_EXPECT(t_comm_works(grown, &t_mem) == 0, "grown communicator does not work");
+        T_NCCL(ncclCommDestroy(grown));
+    }
+    if (small) T_NCCL(ncclCommDestroy(small));
+    T_EXPECT(t_comm_works(t_comm, &t_mem) == 0, "world communicator broken after shrink and grow");
+    T_END();
+}
+END_TEST
+
 START_TEST(test_queries)
 {
     int n = -1, me = -1, dev = -2, version = 0;
@@ -255,6 +296,7 @@ static Suite *comm_suite(void)
     TCase *tc = t_tcase("comm");
     tcase_add_test(tc, test_queries);
     tcase_add_test(tc, test_split);
+    tcase_add_test(tc, test_shrink_grow);
     tcase_add_test(tc, test_finalize_destroy_abort);
     tcase_add_test(tc, test_init_mpi);
     tcase_add_test(tc, test_init_uniqueid);

@@ -136,6 +136,38 @@ START_TEST(grow_from_two_to_four)
 }
 END_TEST
 
+/* ncclCommShrink: rank 1 of four is left out and does not call (as a dead
+ * rank would not); the other three form a communicator in parent order, which
+ * computes; the parent still works afterwards.  Bad lists fail at once. */
+START_TEST(shrink_without_the_excluded_rank)
+{
+    ncclComm_t comms[N], small[N] = {0};
+    ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+    int ex[2] = {1, 1}, self[1] = {0}, bad[1] = {N};
+    ck_assert_int_eq(ncclCommShrink(comms[0], ex, 2, &small[0], NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommShrink(comms[0], self, 1, &small[0], NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
+    ck_assert_int_eq(ncclCommShrink(comms[0], bad, 1, &small[0], NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommShrink(comms[0], ex, 1, &small[0], NULL, 0x40), ncclInvalidArgument);
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < N; r++)
+        if (r != 1) ck_assert_int_eq(ncclCommShrink(comms[r], ex, 1, &small[r], NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    ncclComm_t kept[N - 1];
+    for (int r = 0, k = 0; r < N; r++) {
+        if (r == 1) continue;
+        int rank = -1, count = -1;
+        ck_assert_int_eq(ncclCommUserRank(small[r], &rank), ncclSuccess);
+        ck_assert_int_eq(ncclCommCount(small[r], &count), ncclSuccess);
+        ck_assert(rank == k && count == N - 1);
+        kept[k++] = small[r];
+    }
+    allreduce_all(kept, N - 1);
+    allreduce_all(comms, N);
+    for (int k = 0; k < N - 1; k++) ck_assert_int_eq(ncclCommDestroy(kept[k]), ncclSuccess);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+}
+END_TEST
+
 START_TEST(grouped_init_rank_from_one_thread)
 {
     ncclUniqueId id;
@@ -219,6 +251,7 @@ int main(void)
     tcase_add_test(tc, init_all_rejects_bad_arguments);
     tcase_add_test(tc, group_simulate_end);
     tcase_add_test(tc, grow_from_two_to_four);
+    tcase_add_test(tc, shrink_without_the_excluded_rank);
     tcase_add_test(tc, unused_comms_destroy_without_waiting);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
