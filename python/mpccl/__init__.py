@@ -7,7 +7,7 @@ $MPCCL_LIBRARY, the install prefix or the loader path (see library_info())."""
 from ._lib import LibraryNotFoundError, library_info
 from .errors import (NcclError, NcclInvalid, NcclInvalidArgument, NcclInvalidUsage,
                      NcclInternalError, NcclRemoteError, NcclSystemError, NcclUnhandledCudaError)
-from .types import (NcclDataType, NcclRedOp, NcclScalarResidence, WindowFlag, NcclGinType,
+from .types import (NcclDataType, NcclRedOp, NcclScalarResidence, WindowFlag, CommShrinkFlag, NcclGinType,
                     NcclGinConnectionType, WINDOW_REQUIRED_ALIGNMENT,
                     INT8, CHAR, UINT8, INT32, INT, UINT32, INT64, UINT64, FLOAT16, HALF,
                     BFLOAT16, FLOAT32, FLOAT, FLOAT64, DOUBLE, FLOAT8E4M3, FLOAT8E5M2,

@@ -220,6 +220,51 @@ class Communicator:
                   comm_ptr=self._ptr)
         return Communicator(out.value)
 
+    def shrink(self, exclude_ranks, config=None, flags=0):
+        """ncclCommShrink: a communicator of every rank but exclude_ranks, in the
+        same order.  Called by the ranks that stay only (the excluded ones may
+        be dead); flags: CommShrinkFlag."""
+        self._require("shrink")
+        ranks = [int(r) for r in exclude_ranks]
+        arr = (ctypes.c_int * max(1, len(ranks)))(*ranks)
+        out = ctypes.c_void_p()
+        cfg, keep = _config_arg(config)
+        _lib.call("ncclCommShrink", self._ptr, arr if ranks else None, len(ranks), ctypes.byref(out), cfg,
+                  int(flags), comm_ptr=self._ptr)
+        return Communicator(out.value)
+
+    def get_unique_id(self):
+        """ncclCommGetUniqueId: the id of a grow, made on one existing rank (the
+        coordinator) and handed to the new ranks."""
+        self._require("get_unique_id")
+        s = _lib.UniqueIdStruct()
+        _lib.call("ncclCommGetUniqueId", self._ptr, ctypes.byref(s), comm_ptr=self._ptr)
+        return UniqueId(ctypes.string_at(ctypes.addressof(s), _lib.UNIQUE_ID_BYTES))
+
+    def grow(self, nranks, unique_id=None, config=None):
+        """ncclCommGrow on an existing rank (it keeps its rank): the coordinator
+        passes the id from get_unique_id(), the others None.  New ranks call
+        Communicator.join_grow()."""
+        self._require("grow")
+        out = ctypes.c_void_p()
+        cfg, keep = _config_arg(config)
+        ident = None
+        if unique_id is not None:
+            ident = (unique_id if isinstance(unique_id, UniqueId) else UniqueId(unique_id))._struct()
+        _lib.call("ncclCommGrow", self._ptr, int(nranks), ctypes.byref(ident) if ident is not None else None, -1,
+                  ctypes.byref(out), cfg, comm_ptr=self._ptr)
+        return Communicator(out.value)
+
+    @classmethod
+    def join_grow(cls, nranks, rank, unique_id, config=None):
+        """ncclCommGrow on a new rank (comm NULL): joins the grown communicator
+        as `rank` (at least the old size) with the coordinator's id."""
+        ident = (unique_id if isinstance(unique_id, UniqueId) else UniqueId(unique_id))._struct()
+        out = ctypes.c_void_p()
+        cfg, keep = _config_arg(config)
+        _lib.call("ncclCommGrow", None, int(nranks), ctypes.byref(ident), int(rank), ctypes.byref(out), cfg)
+        return cls(out.value)
+
     # ---- lifecycle ---------------------------------------------------------------
 
     @property

@@ -129,6 +129,12 @@ class NcclScalarResidence(enum.IntEnum):
     HOST_IMMEDIATE = 1
 
 
+class CommShrinkFlag(enum.IntEnum):
+    """shrinkFlags of ncclCommShrink."""
+    DEFAULT = 0x00
+    ABORT = 0x01
+
+
 class WindowFlag(enum.IntFlag):
     """winFlags of ncclCommWindowRegister."""
     DEFAULT = 0x00

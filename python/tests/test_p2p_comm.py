@@ -157,3 +157,35 @@ def test_context_manager_aborts_on_error(comm):
         with comm.split(0, comm.rank) as child:
             raise KeyError("boom")
     assert not child.is_valid
+
+
+def test_shrink_then_grow_back(comm, world):
+    """shrink() without the last rank (which does not call), then grow() back
+    with that rank joining through join_grow()."""
+    n, r = comm.nranks, comm.rank
+    if n < 2:
+        pytest.skip("needs 2 ranks")
+    last = n - 1
+    small = None
+    if r != last:
+        small = comm.shrink([last], flags=mpccl.CommShrinkFlag.DEFAULT)
+        assert small.rank == r and small.nranks == n - 1
+        out = np.zeros(3, dtype=np.int64)
+        small.allreduce(np.full(3, r + 1, dtype=np.int64), out, mpccl.SUM)
+        np.testing.assert_array_equal(out, [sum(range(1, n))] * 3)
+    world.Barrier()
+    uid = small.get_unique_id() if r == 0 else None
+    uid = world.bcast(uid, root=0)
+    if r == last:
+        grown = mpccl.Communicator.join_grow(n, last, uid)
+    else:
+        grown = small.grow(n, uid if r == 0 else None)
+    assert grown.rank == r and grown.nranks == n
+    out = np.zeros(2, dtype=np.float64)
+    grown.allreduce(np.full(2, 1.0), out, mpccl.SUM)
+    np.testing.assert_array_equal(out, [float(n)] * 2)
+    grown.destroy()
+    if small is not None:
+        small.destroy()
+    with pytest.raises(mpccl.NcclInvalidUsage, match="excludes itself"):
+        comm.shrink([r])
