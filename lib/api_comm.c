@@ -292,7 +292,8 @@ MPCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nccl
     ncclConfig_t cfg;
     mpccl_status_t st;
     if (newcomm) *newcomm = NULL;
-    if ((st = mpccl_check_comm(fn, comm)) != MPCCL_OK || (st = mpccl_check_ptr(fn, "newcomm", newcomm)) != MPCCL_OK)
+    if ((st = mpccl_check_comm_live(fn, comm)) != MPCCL_OK ||
+        (st = mpccl_check_ptr(fn, "newcomm", newcomm)) != MPCCL_OK)
         return mpccl_result(st);
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
         return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
@@ -387,7 +388,7 @@ static mpccl_status_t init_grow(void *arg)
 MPCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *uniqueId)
 {
     static const char fn[] = "ncclCommGetUniqueId";
-    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    mpccl_status_t st = mpccl_check_comm_live(fn, comm);
     if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "uniqueId", uniqueId);
     /* The id names the grown communicator's bootstrap root, served from here. */
     if (st == MPCCL_OK) st = mpccl_socket_get_unique_id(uniqueId->internal);
@@ -404,7 +405,7 @@ MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUni
     *newcomm = NULL;
     if (comm) {
         /* An existing rank: keeps its rank, inherits the parent's config and device. */
-        if ((st = mpccl_check_comm(fn, comm)) != MPCCL_OK) return mpccl_result(st);
+        if ((st = mpccl_check_comm_live(fn, comm)) != MPCCL_OK) return mpccl_result(st);
         if (rank != -1)
             return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
                                            "%s: argument rank = %d on an existing rank, expected -1 (existing ranks "
@@ -437,6 +438,32 @@ MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUni
     job->has_id = uniqueId != NULL;
     if (uniqueId) job->id = *uniqueId;
     return mpccl_result(mpccl_group_defer_init(init_grow, job));
+}
+
+/* ---- revoke ---- */
+
+/* Host communicators: a call returns when its data is complete, so nothing is
+ * in flight to stop; the communicator stops taking work and keeps its
+ * transport for ncclCommShrink.  GPU communicators: launched kernels cannot
+ * be stopped yet (the flat kernels have no abort word), so it is refused
+ * rather than pretending. */
+MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
+{
+    static const char fn[] = "ncclCommRevoke";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK && revokeFlags != 0)
+        st = mpccl_fail(MPCCL_ERR_ARG, "%s: argument revokeFlags = %#x, expected 0 (no flags are defined)", fn,
+                        revokeFlags);
+    if (st == MPCCL_OK && comm->cuda_dev >= 0)
+        st = mpccl_fail(MPCCL_ERR_USAGE,
+                        "%s: GPU communicators cannot be revoked yet: kernels already launched cannot be stopped "
+                        "(ncclCommAbort releases the communicator instead)",
+                        fn);
+    if (st == MPCCL_OK) {
+        comm->revoked = 1;
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d revoked", (unsigned long long)comm->id, comm->rank);
+    }
+    return mpccl_result(st);
 }
 
 /* ---- shrink ---- */

@@ -11,15 +11,6 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
 #define MPCCL_NEEDS_SUSPEND "releasing and restoring a communicator's GPU memory follows the GPU data path (issue 3)"
-#define MPCCL_NEEDS_FAULT "revoke, shrink and grow arrive with fault handling"
-
-/* ---- Fault handling and elasticity ----------------------------------------- */
-
-MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
-{
-    return mpccl_api_unsupported("ncclCommRevoke", MPCCL_NEEDS_FAULT);
-}
-
 /* ---- Suspend/resume and memory statistics ----------------------------------- */
 
 MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)

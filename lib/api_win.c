@@ -13,7 +13,7 @@
 MPCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
     static const char fn[] = "ncclCommRegister";
-    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    mpccl_status_t st = mpccl_check_comm_live(fn, comm);
     if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "buff", buff);
     if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "handle", handle);
     if (st == MPCCL_OK && size == 0)
@@ -67,7 +67,7 @@ MPCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, siz
           int winFlags)
 {
     static const char fn[] = "ncclCommWindowRegister";
-    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    mpccl_status_t st = mpccl_check_comm_live(fn, comm);
     if (st != MPCCL_OK) return mpccl_result(st);
     /* Collective: a rank with bad arguments still joins, so all ranks fail. */
     mpccl_status_t local = mpccl_check_win_register(fn, comm, buff, size, win, winFlags);

@@ -31,6 +31,16 @@ mpccl_status_t mpccl_check_comm(const char *fn, ncclComm_t comm)
     return MPCCL_OK;
 }
 
+mpccl_status_t mpccl_check_comm_live(const char *fn, ncclComm_t comm)
+{
+    MPCCL_CHECK(mpccl_check_comm(fn, comm));
+    if (comm->revoked)
+        return mpccl_fail(MPCCL_ERR_USAGE,
+                          "%s: comm %p was revoked (ncclCommRevoke); shrink it, or destroy or abort it", fn,
+                          (void *)comm);
+    return MPCCL_OK;
+}
+
 mpccl_status_t mpccl_check_dtype(const char *fn, ncclDataType_t dt)
 {
     if ((int)dt < 0 || (int)dt >= ncclNumTypes)
@@ -92,7 +102,7 @@ static mpccl_status_t check_rank(const char *fn, const char *arg, int v, int nra
 mpccl_status_t mpccl_check_coll(const char *fn, mpccl_coll_t coll, const void *sendbuf, const void *recvbuf,
                                 size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm)
 {
-    MPCCL_CHECK(mpccl_check_comm(fn, comm));
+    MPCCL_CHECK(mpccl_check_comm_live(fn, comm));
     MPCCL_CHECK(mpccl_check_dtype(fn, dt));
     int n = comm->nranks, me = comm->rank, is_root = (root == me);
     size_t nn = (size_t)n;

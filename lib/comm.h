@@ -57,6 +57,7 @@ struct ncclComm {
      * directly.  Just this rank on host communicators (devcomm.c). */
     int lsa_first, lsa_size;
     int lsa_uniform;               /* every LSA team has lsa_size ranks (rail teams exist) */
+    int revoked;                   /* ncclCommRevoke: only shrink, queries and teardown remain */
     struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devcomm.c) */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];

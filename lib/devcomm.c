@@ -400,7 +400,7 @@ MPCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequireme
           ncclDevComm_t *outDevComm)
 {
     static const char fn[] = "ncclDevCommCreate";
-    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    mpccl_status_t st = mpccl_check_comm_live(fn, comm);
     if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "reqs", reqs);
     if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "outDevComm", outDevComm);
     if (st != MPCCL_OK) return mpccl_result(st);

@@ -34,7 +34,7 @@ mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, s
                                 int peer, ncclWindow_t handle, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
                                 cudaStream_t stream)
 {
-    MPCCL_CHECK(mpccl_check_comm(fn, comm));
+    MPCCL_CHECK(mpccl_check_comm_live(fn, comm));
     struct mpccl_win *win = NULL;
     if (has_data) MPCCL_CHECK(mpccl_check_put(comm, buf, count, dt, peer, handle, offset, sig, ctx, flags, &win));
     else MPCCL_CHECK(mpccl_check_signal(fn, comm, peer, sig, ctx, flags));
@@ -91,7 +91,7 @@ mpccl_status_t mpccl_wait_signal(int ndesc, const ncclWaitSignalDesc_t *descs, n
                                  cudaStream_t stream)
 {
     static const char fn[] = "ncclWaitSignal";
-    MPCCL_CHECK(mpccl_check_comm(fn, comm));
+    MPCCL_CHECK(mpccl_check_comm_live(fn, comm));
     MPCCL_CHECK(mpccl_check_wait(comm, ndesc, descs));
     mpccl_log_set_rank(comm->rank);
     MPCCL_INFO(MPCCL_SUB_P2P, "%s: comm 0x%llx %d descriptors%s", fn, (unsigned long long)comm->id, ndesc,

@@ -99,6 +99,7 @@ _PROTOTYPES = {
     "ncclCommSplit": (R, [comm_t, c_int, c_int, P(comm_t), P(ConfigStruct)]),
     "ncclCommShrink": (R, [comm_t, P(c_int), c_int, P(comm_t), P(ConfigStruct), c_int]),
     "ncclCommGetUniqueId": (R, [comm_t, P(UniqueIdStruct)]),
+    "ncclCommRevoke": (R, [comm_t, c_int]),
     "ncclCommGrow": (R, [comm_t, c_int, P(UniqueIdStruct), c_int, P(comm_t), P(ConfigStruct)]),
     "ncclGetErrorString": (c_char_p, [R]),
     "ncclGetLastError": (c_char_p, [comm_t]),

@@ -233,6 +233,12 @@ class Communicator:
                   int(flags), comm_ptr=self._ptr)
         return Communicator(out.value)
 
+    def revoke(self, flags=0):
+        """ncclCommRevoke (local): the communicator takes no more work; shrink,
+        queries and teardown remain.  Host communicators only for now."""
+        self._require("revoke")
+        _lib.call("ncclCommRevoke", self._ptr, int(flags), comm_ptr=self._ptr)
+
     def get_unique_id(self):
         """ncclCommGetUniqueId: the id of a grow, made on one existing rank (the
         coordinator) and handed to the new ranks."""

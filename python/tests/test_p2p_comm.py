@@ -167,12 +167,17 @@ def test_shrink_then_grow_back(comm, world):
         pytest.skip("needs 2 ranks")
     last = n - 1
     small = None
+    dup = comm.split(0, r)  # revoked below: the fixture's communicator stays usable
     if r != last:
-        small = comm.shrink([last], flags=mpccl.CommShrinkFlag.DEFAULT)
+        dup.revoke()
+        with pytest.raises(mpccl.NcclInvalidUsage, match="revoked"):
+            dup.allreduce(np.ones(1), np.zeros(1), mpccl.SUM)
+        small = dup.shrink([last], flags=mpccl.CommShrinkFlag.DEFAULT)
         assert small.rank == r and small.nranks == n - 1
         out = np.zeros(3, dtype=np.int64)
         small.allreduce(np.full(3, r + 1, dtype=np.int64), out, mpccl.SUM)
         np.testing.assert_array_equal(out, [sum(range(1, n))] * 3)
+    dup.destroy()
     world.Barrier()
     uid = small.get_unique_id() if r == 0 else None
     uid = world.bcast(uid, root=0)

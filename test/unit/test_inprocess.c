@@ -137,8 +137,9 @@ START_TEST(grow_from_two_to_four)
 END_TEST
 
 /* ncclCommShrink: rank 1 of four is left out and does not call (as a dead
- * rank would not); the other three form a communicator in parent order, which
- * computes; the parent still works afterwards.  Bad lists fail at once. */
+ * rank would not); the others revoke their communicators (no more work is
+ * taken) and shrink them into a communicator in parent order, which
+ * computes.  Bad lists and flags fail at once. */
 START_TEST(shrink_without_the_excluded_rank)
 {
     ncclComm_t comms[N], small[N] = {0};
@@ -148,6 +149,15 @@ START_TEST(shrink_without_the_excluded_rank)
     ck_assert_int_eq(ncclCommShrink(comms[0], self, 1, &small[0], NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
     ck_assert_int_eq(ncclCommShrink(comms[0], bad, 1, &small[0], NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
     ck_assert_int_eq(ncclCommShrink(comms[0], ex, 1, &small[0], NULL, 0x40), ncclInvalidArgument);
+    /* The usual recovery: revoke (rank 1 "failed"), then shrink the revoked comms. */
+    ck_assert_int_eq(ncclCommRevoke(comms[0], 0x1), ncclInvalidArgument);
+    for (int r = 0; r < N; r++)
+        if (r != 1) ck_assert_int_eq(ncclCommRevoke(comms[r], 0), ncclSuccess);
+    float x = 1, y = 0;
+    ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat, ncclSum, comms[0], NULL), ncclInvalidUsage);
+    ck_assert_ptr_nonnull(strstr(ncclGetLastError(comms[0]), "revoked"));
+    int cnt = 0;
+    ck_assert_int_eq(ncclCommCount(comms[0], &cnt), ncclSuccess); /* queries still work */
     ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
     for (int r = 0; r < N; r++)
         if (r != 1) ck_assert_int_eq(ncclCommShrink(comms[r], ex, 1, &small[r], NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
@@ -162,7 +172,6 @@ START_TEST(shrink_without_the_excluded_rank)
         kept[k++] = small[r];
     }
     allreduce_all(kept, N - 1);
-    allreduce_all(comms, N);
     for (int k = 0; k < N - 1; k++) ck_assert_int_eq(ncclCommDestroy(kept[k]), ncclSuccess);
     for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
 }
