@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build_config.h"
 #include "api.h"
 #include "argcheck.h"
 #include "comm.h"
@@ -10,6 +11,9 @@
 #include "log.h"
 #include "mpccl.h"
 #include "win.h"
+#ifdef MPCCL_HAVE_CUDA
+#include "gpu_launch.h"
+#endif
 
 /* What a deferred init needs; freed by the init function. */
 typedef struct init_job {
@@ -464,6 +468,64 @@ MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
         MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d revoked", (unsigned long long)comm->id, comm->rank);
     }
     return mpccl_result(st);
+}
+
+/* ---- suspend, resume, memory statistics ---- */
+
+/* A host communicator holds no GPU memory: suspending it releases nothing and
+ * only stops it taking work until ncclCommResume.  A GPU communicator's
+ * memory (mapped by its peers, possibly held by captured graphs) cannot be
+ * released and restored yet, so suspending one is refused. */
+MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)
+{
+    static const char fn[] = "ncclCommSuspend";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK && (flags & ~NCCL_SUSPEND_MEM))
+        st = mpccl_fail(MPCCL_ERR_ARG, "%s: argument flags = %#x has unknown bits (expected NCCL_SUSPEND_MEM or 0)", fn,
+                        flags);
+    if (st == MPCCL_OK && comm->suspended)
+        st = mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p is suspended already", fn, (void *)comm);
+    if (st == MPCCL_OK && comm->cuda_dev >= 0)
+        st = mpccl_fail(MPCCL_ERR_USAGE,
+                        "%s: releasing a GPU communicator's memory is not supported yet (its peers map it; captured "
+                        "graphs may hold it)",
+                        fn);
+    if (st == MPCCL_OK) comm->suspended = 1;
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm)
+{
+    static const char fn[] = "ncclCommResume";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK && !comm->suspended)
+        st = mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p is not suspended", fn, (void *)comm);
+    if (st == MPCCL_OK) comm->suspended = 0;
+    return mpccl_result(st);
+}
+
+MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
+{
+    static const char fn[] = "ncclCommMemStats";
+    mpccl_status_t st = mpccl_check_comm(fn, comm);
+    if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "value", value);
+    if (st != MPCCL_OK) return mpccl_result(st);
+    uint64_t held = 0;
+#ifdef MPCCL_HAVE_CUDA
+    held = mpccl_gpu_mem_bytes(comm);
+#endif
+    switch (stat) {
+    case ncclStatGpuMemSuspend: *value = 0; break; /* a suspend releases nothing (see ncclCommSuspend) */
+    case ncclStatGpuMemSuspended: *value = (uint64_t)comm->suspended; break;
+    case ncclStatGpuMemPersist:
+    case ncclStatGpuMemTotal: *value = held; break;
+    default:
+        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
+                                       "%s: argument stat = %d, expected ncclStatGpuMemSuspend, ...Suspended, "
+                                       "...Persist or ...Total",
+                                       fn, (int)stat));
+    }
+    return ncclSuccess;
 }
 
 /* ---- shrink ---- */

@@ -38,6 +38,9 @@ mpccl_status_t mpccl_check_comm_live(const char *fn, ncclComm_t comm)
         return mpccl_fail(MPCCL_ERR_USAGE,
                           "%s: comm %p was revoked (ncclCommRevoke); shrink it, or destroy or abort it", fn,
                           (void *)comm);
+    if (comm->suspended)
+        return mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p is suspended (ncclCommSuspend); call ncclCommResume first",
+                          fn, (void *)comm);
     return MPCCL_OK;
 }
 

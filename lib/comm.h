@@ -58,6 +58,7 @@ struct ncclComm {
     int lsa_first, lsa_size;
     int lsa_uniform;               /* every LSA team has lsa_size ranks (rail teams exist) */
     int revoked;                   /* ncclCommRevoke: only shrink, queries and teardown remain */
+    int suspended;                 /* ncclCommSuspend until ncclCommResume */
     struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devcomm.c) */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];

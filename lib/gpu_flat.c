@@ -74,6 +74,11 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->p2p_slice = clamp_u64(p2p_slice, 64 << 10, 1ull << 30) & ~(uint64_t)255;
 }
 
+uint64_t mpccl_flat_region_size(const mpccl_flat_comm_t *f)
+{
+    return f ? mpccl_flat_region_bytes(f->nranks, f->set.slice_bytes, f->set.ll_max, f->set.p2p_slice) : 0;
+}
+
 void mpccl_flat_destroy(mpccl_flat_comm_t *f, int leak_device_memory)
 {
     if (!f) return;

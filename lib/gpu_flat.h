@@ -23,6 +23,8 @@ void mpccl_flat_destroy(mpccl_flat_comm_t *f, int leak_device_memory);
 
 /* Whether the call runs as a flat kernel (the same answer on every rank). */
 int mpccl_flat_takes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d);
+/* Device memory of this rank's region (0 for NULL). */
+uint64_t mpccl_flat_region_size(const mpccl_flat_comm_t *f);
 /* Enqueues the call on stream with input `in` (the prescaled copy when the
  * call has one). */
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,

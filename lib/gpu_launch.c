@@ -504,6 +504,17 @@ static mpccl_status_t launch_flat(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_c
     return after_launch(s, stream, capturing);
 }
 
+uint64_t mpccl_gpu_mem_bytes(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s) return 0;
+    uint64_t total = (s->g ? s->g->mailbox_bytes : 0) + mpccl_flat_region_size(s->flat);
+    for (scratch_block_t *b = s->scratch; b; b = b->older) total += b->bytes;
+    for (int i = 0; i < PLAN_BUCKETS; i++)
+        for (plan_entry_t *e = s->plans[i]; e; e = e->next) total += e->gp.bytes;
+    return total;
+}
+
 int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)
 {
     mpccl_gpu_state_t *s = comm->gpu;

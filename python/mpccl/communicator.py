@@ -239,6 +239,24 @@ class Communicator:
         self._require("revoke")
         _lib.call("ncclCommRevoke", self._ptr, int(flags), comm_ptr=self._ptr)
 
+    def suspend(self, flags=1):
+        """ncclCommSuspend (flags: 1 = NCCL_SUSPEND_MEM): no work until resume().
+        Host communicators only for now."""
+        self._require("suspend")
+        _lib.call("ncclCommSuspend", self._ptr, int(flags), comm_ptr=self._ptr)
+
+    def resume(self):
+        self._require("resume")
+        _lib.call("ncclCommResume", self._ptr, comm_ptr=self._ptr)
+
+    def mem_stats(self, stat):
+        """ncclCommMemStats: 0 GpuMemSuspend, 1 GpuMemSuspended, 2 GpuMemPersist,
+        3 GpuMemTotal (bytes of device memory the communicator holds)."""
+        self._require("mem_stats")
+        out = ctypes.c_uint64()
+        _lib.call("ncclCommMemStats", self._ptr, int(stat), ctypes.byref(out), comm_ptr=self._ptr)
+        return out.value
+
     def get_unique_id(self):
         """ncclCommGetUniqueId: the id of a grow, made on one existing rank (the
         coordinator) and handed to the new ranks."""

@@ -194,3 +194,17 @@ def test_shrink_then_grow_back(comm, world):
         small.destroy()
     with pytest.raises(mpccl.NcclInvalidUsage, match="excludes itself"):
         comm.shrink([r])
+
+
+def test_suspend_resume_and_mem_stats(comm):
+    dup = comm.split(0, comm.rank)
+    assert dup.mem_stats(3) == 0  # host communicator: no device memory
+    dup.suspend()
+    assert dup.mem_stats(1) == 1
+    with pytest.raises(mpccl.NcclInvalidUsage, match="suspended"):
+        dup.allreduce(np.ones(1), np.zeros(1), mpccl.SUM)
+    dup.resume()
+    out = np.zeros(1)
+    dup.allreduce(np.ones(1), out, mpccl.SUM)
+    assert out[0] == dup.nranks
+    dup.destroy()

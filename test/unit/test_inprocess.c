@@ -177,6 +177,34 @@ START_TEST(shrink_without_the_excluded_rank)
 }
 END_TEST
 
+/* Suspend/resume of host communicators (no GPU memory to give back) and the
+ * memory statistics. */
+START_TEST(suspend_resume_and_mem_stats)
+{
+    ncclComm_t comms[N];
+    ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+    uint64_t v = 99;
+    ck_assert_int_eq(ncclCommMemStats(comms[0], ncclStatGpuMemTotal, &v), ncclSuccess);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(ncclCommMemStats(comms[0], (ncclCommMemStat_t)42, &v), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommMemStats(comms[0], ncclStatGpuMemTotal, NULL), ncclInvalidArgument);
+    ck_assert_int_eq(ncclCommResume(comms[0]), ncclInvalidUsage); /* not suspended */
+    ck_assert_int_eq(ncclCommSuspend(comms[0], 0x80), ncclInvalidArgument);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommSuspend(comms[r], NCCL_SUSPEND_MEM), ncclSuccess);
+    ck_assert_int_eq(ncclCommSuspend(comms[0], NCCL_SUSPEND_MEM), ncclInvalidUsage);
+    ck_assert_int_eq(ncclCommMemStats(comms[0], ncclStatGpuMemSuspended, &v), ncclSuccess);
+    ck_assert_uint_eq(v, 1);
+    float x = 1, y = 0;
+    ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat, ncclSum, comms[0], NULL), ncclInvalidUsage);
+    ck_assert_ptr_nonnull(strstr(ncclGetLastError(comms[0]), "suspended"));
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommResume(comms[r]), ncclSuccess);
+    ck_assert_int_eq(ncclCommMemStats(comms[0], ncclStatGpuMemSuspended, &v), ncclSuccess);
+    ck_assert_uint_eq(v, 0);
+    allreduce_all(comms, N);
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+}
+END_TEST
+
 START_TEST(grouped_init_rank_from_one_thread)
 {
     ncclUniqueId id;
@@ -261,6 +289,7 @@ int main(void)
     tcase_add_test(tc, group_simulate_end);
     tcase_add_test(tc, grow_from_two_to_four);
     tcase_add_test(tc, shrink_without_the_excluded_rank);
+    tcase_add_test(tc, suspend_resume_and_mem_stats);
     tcase_add_test(tc, unused_comms_destroy_without_waiting);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
