@@ -299,24 +299,35 @@ static mpccl_status_t run_inits(mpccl_deferred_init_t *inits)
     return st;
 }
 
-mpccl_status_t mpccl_group_end(void)
+/* Closes one group level (fn names the call for the error).  At the outermost
+ * level (*outermost = 1) the group's inits run and its
+ * calls are handed to the caller; a call rejected inside the group makes the
+ * result that error, and the caller must then launch nothing (every rank saw
+ * the same bad call, or the user gets the error and must not wait on peers). */
+static mpccl_status_t close_group(const char *fn, int *outermost, mpccl_call_t **ops)
 {
-    if (group_depth == 0)
-        return mpccl_fail(MPCCL_ERR_USAGE, "ncclGroupEnd called without a matching ncclGroupStart");
+    *outermost = 0;
+    *ops = NULL;
+    if (group_depth == 0) return mpccl_fail(MPCCL_ERR_USAGE, "%s called without a matching ncclGroupStart", fn);
     if (--group_depth > 0) return MPCCL_OK;
+    *outermost = 1;
     mpccl_deferred_init_t *inits = group_inits;
-    mpccl_call_t *ops = group_ops;
+    *ops = group_ops;
     group_inits = group_inits_tail = NULL;
     group_ops = group_ops_tail = NULL;
     mpccl_status_t st = run_inits(inits);
     if (group_error != MPCCL_OK) {
-        /* A call inside the group was rejected: launch nothing (every rank saw the
-         * same bad call, or the user gets the error and must not wait on peers). */
-        free_ops(ops);
         st = group_error;
         group_error = MPCCL_OK;
-        return st;
     }
+    return st;
+}
+
+mpccl_status_t mpccl_group_end(void)
+{
+    int outermost;
+    mpccl_call_t *ops;
+    mpccl_status_t st = close_group("ncclGroupEnd", &outermost, &ops);
     if (st == MPCCL_OK && ops) return run_calls(ops);
     free_ops(ops);
     return st;
@@ -324,19 +335,10 @@ mpccl_status_t mpccl_group_end(void)
 
 mpccl_status_t mpccl_group_simulate_end(double *seconds)
 {
-    if (group_depth == 0)
-        return mpccl_fail(MPCCL_ERR_USAGE, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
-    if (--group_depth > 0) return MPCCL_OK;
-    mpccl_deferred_init_t *inits = group_inits;
-    mpccl_call_t *ops = group_ops;
-    group_inits = group_inits_tail = NULL;
-    group_ops = group_ops_tail = NULL;
-    mpccl_status_t st = run_inits(inits);
-    if (group_error != MPCCL_OK) {
-        st = group_error;
-        group_error = MPCCL_OK;
-    }
-    if (st == MPCCL_OK) *seconds = mpccl_group_estimate(ops);
+    int outermost;
+    mpccl_call_t *ops;
+    mpccl_status_t st = close_group("ncclGroupSimulateEnd", &outermost, &ops);
+    if (st == MPCCL_OK && outermost) *seconds = mpccl_group_estimate(ops);
     free_ops(ops);
     return st;
 }
