@@ -77,7 +77,10 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
         return st;
     }
     mpccl_log_set_rank(comm->rank);
-    mpccl_call_t *call = calloc(1, sizeof(*call));
+    /* An eager GPU call is launched before this returns: it lives on the stack. */
+    mpccl_call_t eager_call;
+    int eager = comm->gpu && mpccl_group_depth() == 0;
+    mpccl_call_t *call = eager ? memset(&eager_call, 0, sizeof(eager_call)) : calloc(1, sizeof(*call));
     if (!call) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
     call->comm = comm;
     call->stream = (void *)stream; /* host communicators ignore it: they complete before returning */
@@ -104,9 +107,10 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
                (int)op < ncclNumOps ? (const char *[]){"sum", "prod", "max", "min", "avg"}[(int)op] : "premulsum",
                root, d->in_place, comm->gpu ? "device" : "host",
                comm->gpu ? "chosen at launch" : mpccl_algo_name((mpccl_algo_t)call->sched.algo), call->sched.nsteps);
-    return mpccl_group_enqueue(call);
+    return eager ? mpccl_group_run_eager_gpu(call) : mpccl_group_enqueue(call);
 fail:
-    mpccl_call_free(call);
+    if (eager) mpccl_sched_free(&call->sched);
+    else mpccl_call_free(call);
     mpccl_group_discard_comm(comm);
     return st;
 }

@@ -231,6 +231,19 @@ static mpccl_status_t run_calls(mpccl_call_t *ops)
     return st;
 }
 
+mpccl_status_t mpccl_group_run_eager_gpu(mpccl_call_t *op)
+{
+#ifdef MPCCL_HAVE_CUDA
+    op->next = NULL;
+    mpccl_status_t st = op->is_p2p ? mpccl_gpu_launch_p2p(&op, 1) : mpccl_gpu_launch(op);
+    if (st != MPCCL_OK) fail_comm(op->comm, st);
+    return st;
+#else
+    (void)op;
+    return mpccl_fail(MPCCL_ERR_INTERNAL, "a GPU call in a build without CUDA");
+#endif
+}
+
 mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op)
 {
     op->next = NULL;
