@@ -34,6 +34,7 @@ typedef struct opts {
     size_t minbytes, maxbytes, stepbytes;
     double stepfactor;
     int iters, warmup, check, root, average, blocking, agg, graph, repeats;
+    int window; /* -W 1: buffers from ncclMemAlloc, registered as symmetric windows */
     int colls[PERF_NUM_COLLS], ncolls;
     ncclDataType_t types[ncclNumTypes];
     int ntypes;
@@ -149,6 +150,8 @@ static void usage(void)
            "  -z, --blocking 0|1   wait for each call (GPU buffers only; host calls block)\n"
            "  -G, --cudagraph N    capture N iterations into a CUDA graph and time its replays\n"
            "  -R, --repeats N      time the loop N times, report the median (default 1)\n"
+           "  -W, --window 0|1     1: buffers from ncclMemAlloc registered by each library as\n"
+           "                       NCCL_WIN_COLL_SYMMETRIC windows (nccl-tests -R 2)\n"
            "  -t, --nthreads 1     -g, --ngpus 1   (one GPU per process)\n"
            "  -C, --collective C   allreduce reduce_scatter all_gather alltoall broadcast\n"
            "                       reduce gather scatter sendrecv, or all (default)\n"
@@ -167,7 +170,7 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
         {"iters", 1, 0, 'n'}, {"warmup_iters", 1, 0, 'w'}, {"agg_iters", 1, 0, 'm'}, {"check", 1, 0, 'c'},
         {"op", 1, 0, 'o'}, {"datatype", 1, 0, 'd'}, {"root", 1, 0, 'r'}, {"average", 1, 0, 'a'},
         {"blocking", 1, 0, 'z'}, {"nthreads", 1, 0, 't'}, {"ngpus", 1, 0, 'g'}, {"collective", 1, 0, 'C'},
-        {"bootstrap", 1, 0, 'B'}, {"cudagraph", 1, 0, 'G'}, {"repeats", 1, 0, 'R'}, {"help", 0, 0, 'h'},
+        {"bootstrap", 1, 0, 'B'}, {"cudagraph", 1, 0, 'G'}, {"repeats", 1, 0, 'R'}, {"window", 1, 0, 'W'}, {"help", 0, 0, 'h'},
         {"compare", 1, 0, 1000}, {"csv", 1, 0, 1001}, {0, 0, 0, 0}};
     int ch;
     const char *op = "sum", *dt = "float", *coll = "all";
@@ -175,7 +178,7 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
     o->minbytes = o->maxbytes = 32u << 20;
     o->stepbytes = 1u << 20;
     o->iters = 20, o->warmup = 5, o->check = 1, o->average = 1, o->agg = 1, o->repeats = 1;
-    while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:m:c:o:d:r:a:z:t:g:C:B:G:R:h", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:e:f:i:n:w:m:c:o:d:r:a:z:t:g:C:B:G:R:W:h", lo, NULL)) != -1) {
         switch (ch) {
         case 'b': o->minbytes = parse_size(optarg); break;
         case 'e': o->maxbytes = parse_size(optarg); break;
@@ -195,6 +198,7 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
             break;
         case 'G': o->graph = parse_int(optarg); break;
         case 'R': o->repeats = parse_int(optarg); break;
+        case 'W': o->window = parse_int(optarg); break;
         case 'B':
             if (!strcmp(optarg, "uniqueid")) o->uniqueid = 1;
             else if (strcmp(optarg, "mpi")) die("-B %s: expected mpi or uniqueid", optarg);
@@ -389,9 +393,9 @@ static void print_header(const opts_t *o, env_t *e, perf_coll_t coll)
     if (e->rank == 0) {
         printf("# Collective test starting: mpccl-perf %s\n", perf_coll_name(coll));
         printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d "
-               "agg iters: %d validation: %d graph: %d repeats: %d (median)\n#\n",
+               "agg iters: %d validation: %d graph: %d repeats: %d (median) windows: %d\n#\n",
                o->minbytes, o->maxbytes, o->stepfactor ? o->stepfactor : (double)o->stepbytes,
-               o->stepfactor ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check, o->graph, o->repeats);
+               o->stepfactor ? "factor" : "bytes", o->warmup, o->iters, o->agg, o->check, o->graph, o->repeats, o->window);
         for (int l = 0; l < e->nlibs && e->nlibs > 1; l++)
             printf("# Library %-5s: %s (version %d), %s\n", e->lib[l].label, e->lib[l].path, e->lib[l].version,
                    e->lib[l].how);
@@ -431,6 +435,30 @@ static void print_header(const opts_t *o, env_t *e, perf_coll_t coll)
     }
 }
 
+/* -W 1: both buffers become symmetric windows of every library's
+ * communicator (collective calls; the same sizes everywhere).  A library
+ * without windows, or refusing these buffers, runs on them unregistered. */
+static void register_windows(env_t *e, void *sbuf, void *rbuf, size_t bytes, ncclWindow_t win[2][2])
+{
+    if (!e->lib[0].MemAlloc) die("%s", "-W 1: mpccl has no ncclMemAlloc");
+    for (int l = 0; l < e->nlibs; l++) {
+        perf_nccl_t *L = &e->lib[l];
+        ncclResult_t r = ncclSuccess;
+        if (!L->CommWindowRegister) {
+            if (e->rank == 0) printf("# -W 1: %s has no ncclCommWindowRegister: its buffers stay unregistered\n", L->label);
+            continue;
+        }
+        r = L->CommWindowRegister(e->comm[l], sbuf, bytes, &win[l][0], NCCL_WIN_COLL_SYMMETRIC);
+        if (r == ncclSuccess) r = L->CommWindowRegister(e->comm[l], rbuf, bytes, &win[l][1], NCCL_WIN_COLL_SYMMETRIC);
+        if (r != ncclSuccess) {
+            if (l == 0) LCHECK(L, r);
+            if (e->rank == 0)
+                printf("# -W 1: %s refused the windows (%s): its buffers stay unregistered\n", L->label,
+                       L->GetErrorString(r));
+        }
+    }
+}
+
 static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
 {
     size_t maxelems = o->maxbytes, cnt, scnt, rcnt;
@@ -441,8 +469,16 @@ static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
     }
     perf_coll_counts(coll, e->nranks, maxelems, &cnt, &scnt, &rcnt); /* bytes as 1-byte elements: max */
     size_t bufbytes = (scnt > rcnt ? scnt : rcnt) + 64;
-    sbuf = perf_mem_alloc(&e->mem, bufbytes);
-    rbuf = perf_mem_alloc(&e->mem, bufbytes);
+    ncclWindow_t win[2][2] = {{NULL, NULL}, {NULL, NULL}}; /* [lib][send, recv] */
+    if (o->window) {
+        sbuf = rbuf = NULL;
+        LCHECK(&e->lib[0], e->lib[0].MemAlloc(&sbuf, bufbytes));
+        LCHECK(&e->lib[0], e->lib[0].MemAlloc(&rbuf, bufbytes));
+        register_windows(e, sbuf, rbuf, bufbytes, win);
+    } else {
+        sbuf = perf_mem_alloc(&e->mem, bufbytes);
+        rbuf = perf_mem_alloc(&e->mem, bufbytes);
+    }
     host = malloc(bufbytes);
     if (!sbuf || !rbuf || !host) die("%s", "out of memory for the buffers");
     print_header(o, e, coll);
@@ -506,6 +542,14 @@ static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
         }
     }
     free(host);
+    if (o->window) {
+        for (int l = 0; l < e->nlibs; l++)
+            for (int b = 0; b < 2; b++)
+                if (win[l][b]) LCHECK(&e->lib[l], e->lib[l].CommWindowDeregister(e->comm[l], win[l][b]));
+        LCHECK(&e->lib[0], e->lib[0].MemFree(rbuf));
+        LCHECK(&e->lib[0], e->lib[0].MemFree(sbuf));
+        return;
+    }
     perf_mem_free(&e->mem, rbuf);
     perf_mem_free(&e->mem, sbuf);
 }

@@ -68,6 +68,12 @@ static mpccl_setting_t settings[] = {
     {"FLAT_ALLREDUCE", NULL, "auto", "flat allreduce: auto (by FLAT_ONESHOT_BYTES), oneshot or twoshot", NULL, NULL},
     {"FLAT_ONESHOT_BYTES", NULL, "1M",
      "flat allreduce: one-shot while bytes * (ranks-1) * (ranks-2) <= this * ranks, else two-shot", NULL, NULL},
+    {"FLAT_WIN", NULL, "1",
+     "flat kernels: collectives whose buffers lie in windows registered with NCCL_WIN_COLL_SYMMETRIC read and "
+     "write the peers' buffers directly (0: through the region as other buffers)", NULL, NULL},
+    {"FLAT_WIN_BYTES", NULL, "4M",
+     "flat kernels: calls on symmetric windows from this size (bytes per rank) take the window path; smaller ones "
+     "the region (LL) path", NULL, NULL},
     {"CHECK_POINTERS", "NCCL_CHECK_POINTERS", "1",
      "1: each GPU call asks the driver what its buffers are (pageable or another device's memory -> "
      "ncclInvalidArgument); 0: only NULL is caught, as NCCL does by default (two driver queries less per call)",

@@ -15,6 +15,7 @@
 #include "ipc.h"
 #include "kernels/flat.h"
 #include "log.h"
+#include "win.h"
 
 /* Settings every rank must share: rank 0's win. */
 typedef struct {
@@ -23,8 +24,9 @@ typedef struct {
     int32_t p2p;        /* send/recv groups use the flat p2p kernel */
     int32_t allreduce;  /* 0 by size, 1 one-shot, 2 two-shot (MPCCL_FLAT_ALLREDUCE) */
     int32_t p2p_ctas;   /* most CTAs one send/recv message uses */
-    int32_t pad;
+    int32_t win;        /* collectives on symmetric windows skip the region (MPCCL_FLAT_WIN) */
     uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
+    uint64_t win_bytes; /* smallest call (bytes per rank) for the window path */
 } flat_settings_t;
 
 struct mpccl_flat_comm {
@@ -62,6 +64,8 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->ll_max = clamp_u64(mpccl_config_int("FLAT_LL_BYTES"), 0, 1ull << 24) & ~(uint64_t)15;
     s->p2p = mpccl_config_int("FLAT_P2P") != 0;
     s->p2p_ctas = (int32_t)clamp_u64(mpccl_config_int("FLAT_P2P_CTAS"), 1, MPCCL_FLAT_MAX_CTAS);
+    s->win = mpccl_config_int("FLAT_WIN") != 0;
+    s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
     s->allreduce = ar && !strcmp(ar, "oneshot") ? 1 : ar && !strcmp(ar, "twoshot") ? 2 : 0;
     if (ar && s->allreduce == 0 && strcmp(ar, "auto"))
@@ -222,10 +226,81 @@ static mpccl_flat_geom_params_t geom_params(const mpccl_flat_comm_t *f)
     return p;
 }
 
+/* ---- collectives on symmetric windows ---- */
+
+/* The window kernel's mode for d, and whether it reaches the peers' input and
+ * output (those must lie in windows); -1 when the call stays on the region. */
+static int win_mode(const mpccl_coll_desc_t *d, int *in_remote, int *out_remote)
+{
+    *in_remote = *out_remote = 0;
+    switch (d->coll) {
+    case MPCCL_COLL_ALLREDUCE: *in_remote = *out_remote = 1; return MPCCL_FLAT_ALLREDUCE_2;
+    case MPCCL_COLL_REDUCESCATTER: *in_remote = 1; return MPCCL_FLAT_REDUCESCATTER;
+    case MPCCL_COLL_REDUCE: *in_remote = 1; return MPCCL_FLAT_REDUCE;
+    case MPCCL_COLL_ALLGATHER: *out_remote = 1; return MPCCL_FLAT_ALLGATHER;
+    case MPCCL_COLL_BROADCAST: *out_remote = 1; return MPCCL_FLAT_BROADCAST;
+    /* in place, peers would overwrite blocks this rank has still to send */
+    case MPCCL_COLL_ALLTOALL: *out_remote = 1; return d->in_place ? -1 : MPCCL_FLAT_ALLTOALL;
+    default: return -1;
+    }
+}
+
+/* Launches the call as a window kernel when its buffers allow (*took = 1).
+ * Every rank decides alike as long as the user keeps NCCL's contract for
+ * NCCL_WIN_COLL_SYMMETRIC windows: every rank's buffers at the same offset of
+ * the same (collectively registered) window. */
+static mpccl_status_t launch_window(const mpccl_flat_comm_t *f, const mpccl_call_t *call, cudaStream_t stream,
+                                    int *took)
+{
+    const mpccl_coll_desc_t *d = &call->desc;
+    int in_remote, out_remote, mode = win_mode(d, &in_remote, &out_remote);
+    *took = 0;
+    if (mode < 0 || d->prescale) return MPCCL_OK;
+    uint64_t esz = mpccl_dtype_size(d->dt), n = (uint64_t)f->nranks, blocks = (uint64_t)block_count(f, d->coll);
+    if (d->count * esz * blocks < f->set.win_bytes) return MPCCL_OK;
+    mpccl_flat_win_args_t a;
+    memset(&a, 0, sizeof(a));
+    uint64_t in_bytes = d->count * esz * (d->coll == MPCCL_COLL_REDUCESCATTER ? n : 1);
+    uint64_t out_bytes = d->count * esz * (d->coll == MPCCL_COLL_ALLGATHER || d->coll == MPCCL_COLL_ALLTOALL ? n : 1);
+    if (in_remote && !mpccl_gpu_win_sym_peers(call->comm, call->task.in, in_bytes, a.in)) return MPCCL_OK;
+    if (out_remote && !mpccl_gpu_win_sym_peers(call->comm, call->task.out, out_bytes, a.out)) return MPCCL_OK;
+    a.in[f->rank] = (char *)call->task.in;
+    a.out[f->rank] = (char *)call->task.out;
+    uint64_t woff = mpccl_flat_win_off(f->nranks, f->set.slice_bytes, f->set.ll_max, f->set.p2p_slice);
+    for (int j = 0; j < f->nranks; j++) a.bar[j] = (uint32_t *)(f->peer[j] + woff);
+    a.count = d->count;
+    a.divisor = d->divide ? call->task.divisor : 0;
+    a.rank = f->rank;
+    a.nranks = f->nranks;
+    a.root = d->root;
+    a.mode = mode;
+    a.dtype = d->dt;
+    a.op = (mode == MPCCL_FLAT_ALLREDUCE_2 || mode == MPCCL_FLAT_REDUCESCATTER || mode == MPCCL_FLAT_REDUCE)
+               ? (int)d->op : MPCCL_OP_SUM;
+    /* Each CTA takes a part of every block: a whole number of 16-byte
+     * vectors, FLAT_CTA_BYTES or more, at most FLAT_CTAS parts. */
+    uint64_t vec = 16 / esz, block = mode == MPCCL_FLAT_ALLREDUCE_2 ? (d->count + n - 1) / n : d->count;
+    uint64_t ctas = (block * esz + f->set.cta_bytes - 1) / f->set.cta_bytes;
+    if (ctas > (uint64_t)f->set.max_ctas) ctas = (uint64_t)f->set.max_ctas;
+    if (ctas < 1) ctas = 1;
+    a.sub = ((block + ctas - 1) / ctas + vec - 1) / vec * vec;
+    if (a.sub == 0) a.sub = vec;
+    ctas = (block + a.sub - 1) / a.sub;
+    if (ctas < 1) ctas = 1;
+    MPCCL_CHECK(mpccl_flat_win_launch(&a, (uint32_t)ctas, stream));
+    *took = 1;
+    return MPCCL_OK;
+}
+
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
                                       cudaStream_t stream)
 {
     const mpccl_coll_desc_t *d = &call->desc;
+    if (f->set.win) {
+        int took = 0;
+        MPCCL_CHECK(launch_window(f, call, stream, &took));
+        if (took) return MPCCL_OK;
+    }
     mpccl_flat_args_t a;
     memset(&a, 0, sizeof(a));
     for (int j = 0; j < f->nranks; j++) a.region[j] = f->peer[j];

@@ -84,6 +84,29 @@ void *mpccl_gpu_win_lsa_ptr(ncclComm_t comm, struct mpccl_win *w, int i)
     return w->gpu->peer_base[comm->lsa_first + i];
 }
 
+int mpccl_gpu_win_sym_peers(ncclComm_t comm, const void *p, size_t bytes, char **peers)
+{
+    mpccl_win_state_t *ws = comm->win;
+    if (!ws || !p || !bytes) return 0;
+    int found = 0;
+    pthread_mutex_lock(&ws->lock);
+    for (struct mpccl_win *w = ws->wins; w && !found; w = w->next) {
+        if (!(w->flags & NCCL_WIN_COLL_SYMMETRIC) || !w->gpu) continue;
+        const char *b = w->base;
+        if ((const char *)p < b || (size_t)((const char *)p - b) > w->size || bytes > w->size - (size_t)((const char *)p - b))
+            continue;
+        size_t off = (size_t)((const char *)p - b);
+        found = 1;
+        for (int r = 0; r < comm->nranks && found; r++) {
+            if (r == comm->rank) peers[r] = (char *)p;
+            else if (w->gpu->peer_base[r] && w->peer_size[r] >= off + bytes) peers[r] = w->gpu->peer_base[r] + off;
+            else found = 0;
+        }
+    }
+    pthread_mutex_unlock(&ws->lock);
+    return found;
+}
+
 /* Peers this rank's kernels can store into: same node and P2P (or same GPU). */
 static mpccl_status_t reachable(ncclComm_t comm, const mpccl_ipc_desc_t *d, int r, int *ok)
 {

@@ -156,6 +156,11 @@ mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct mpccl_win *w);
 /* Window pointer for the device of comm: lsa index i (NULL when i is out of range). */
 void *mpccl_gpu_win_lsa_ptr(ncclComm_t comm, struct mpccl_win *w, int lsa_index);
 void mpccl_gpu_win_free(ncclComm_t comm, struct mpccl_win *w);
+/* Collectives on windows: 1 when [p, p + bytes) lies in a window of comm
+ * registered with NCCL_WIN_COLL_SYMMETRIC that every rank's kernels reach;
+ * peers[r] is then the same offset in rank r's window (as this device sees
+ * it).  0 otherwise. */
+int mpccl_gpu_win_sym_peers(ncclComm_t comm, const void *p, size_t bytes, char **peers);
 mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
                                     struct mpccl_win *w, size_t offset, int sig, int ctx,
                                     cudaStream_t stream);

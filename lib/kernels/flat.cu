@@ -12,9 +12,35 @@ extern "C" {
 
 #define MPCCL_FLAT_TYPES(X) X(ncclInt8) X(ncclUint8) X(ncclInt32) X(ncclUint32) X(ncclInt64) X(ncclUint64) X(ncclFloat16) X(ncclBfloat16) X(ncclFloat32) X(ncclFloat64) X(ncclFloat8e4m3) X(ncclFloat8e5m2)
 
-#define X(DT) extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s);
+#define X(DT)                                                                                                   \
+    extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s);  \
+    extern "C" cudaError_t mpccl_flat_win_launch_##DT(const mpccl_flat_win_args_t *a, uint32_t nctas,           \
+                                                      cudaStream_t s);
 MPCCL_FLAT_TYPES(X)
 #undef X
+
+extern "C" mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, uint32_t nctas, cudaStream_t stream)
+{
+    int m = a->mode;
+    bool mode_ok = m == MPCCL_FLAT_ALLREDUCE_2 || m == MPCCL_FLAT_REDUCESCATTER || m == MPCCL_FLAT_ALLGATHER ||
+                   m == MPCCL_FLAT_ALLTOALL || m == MPCCL_FLAT_BROADCAST || m == MPCCL_FLAT_REDUCE;
+    if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS || a->nranks < 2 || a->nranks > MPCCL_FLAT_MAX_RANKS || !mode_ok ||
+        (unsigned)a->op > 3 || a->sub == 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "flat window launch: %u CTAs, %d ranks, mode %d, op %d, %llu elements per CTA",
+                          nctas, a->nranks, m, a->op, (unsigned long long)a->sub);
+    cudaError_t e;
+    switch (a->dtype) {
+#define X(DT)                                                                        \
+    case DT: e = mpccl_flat_win_launch_##DT(a, nctas, stream); break;
+        MPCCL_FLAT_TYPES(X)
+#undef X
+    default: return mpccl_fail(MPCCL_ERR_INTERNAL, "flat window launch with datatype %d", a->dtype);
+    }
+    if (e != cudaSuccess)
+        return mpccl_fail(MPCCL_ERR_CUDA, "launching the flat window kernel (datatype %d) failed: %s", a->dtype,
+                          cudaGetErrorString(e));
+    return MPCCL_OK;
+}
 
 extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
 {

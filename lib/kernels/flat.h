@@ -53,6 +53,26 @@ typedef struct mpccl_flat_p2p_args {
     mpccl_flat_p2p_op_t ops[MPCCL_FLAT_P2P_MAX_OPS];
 } mpccl_flat_p2p_args_t;
 
+/* A collective whose buffers lie in windows registered with
+ * NCCL_WIN_COLL_SYMMETRIC (at the same offset on every rank): the kernel reads
+ * and writes the peers' buffers themselves, nothing is staged in the region.
+ * in[r] / out[r] are rank r's buffers as this device sees them where the mode
+ * touches them remotely, else only [rank] is set. */
+typedef struct mpccl_flat_win_args {
+    char *in[MPCCL_FLAT_MAX_RANKS];
+    char *out[MPCCL_FLAT_MAX_RANKS];
+    uint32_t *bar[MPCCL_FLAT_MAX_RANKS]; /* every rank's barrier area (flat_layout.h) */
+    uint64_t count;   /* elements per block (allreduce: the whole vector) */
+    uint64_t sub;     /* elements per CTA part of a block (a multiple of 16 bytes) */
+    uint64_t divisor; /* > 0: integer average */
+    int32_t rank, nranks, root;
+    int32_t mode, dtype, op;
+} mpccl_flat_win_args_t;
+
+/* Modes: ALLREDUCE_2, REDUCESCATTER, ALLGATHER, ALLTOALL (not in place),
+ * BROADCAST, REDUCE.  nctas <= MPCCL_FLAT_MAX_CTAS.  Only enqueues. */
+mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, uint32_t nctas, cudaStream_t stream);
+
 /* Launches a p2p group (ops in program order) with nctas = send_ctas + the
  * largest ctas of its receives (at most 2 * MPCCL_FLAT_MAX_CTAS): sending and
  * receiving CTAs are separate, so a rank's outgoing stores over NVLink and its

@@ -522,10 +522,17 @@ template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nct
 
 } // namespace
 
+#include "kernels/flat_win_impl.cuh"
+
 #define MPCCL_FLAT_INSTANTIATE(DT)                                                                           \
     extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s) \
     {                                                                                                        \
         return launch_dt<DT>(a, nctas, s);                                                                   \
+    }                                                                                                        \
+    extern "C" cudaError_t mpccl_flat_win_launch_##DT(const mpccl_flat_win_args_t *a, uint32_t nctas,       \
+                                                      cudaStream_t s)                                        \
+    {                                                                                                        \
+        return launch_win_dt<DT>(a, nctas, s);                                                               \
     }
 #endif
 

@@ -80,10 +80,23 @@ static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_bytes(int nranks, uint64_t p
 {
     return 2ull * (uint64_t)nranks * p2p_slice + 5ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t);
 }
+/* Window collectives (calls whose buffers lie in symmetric windows, flat.h)
+ * move no data through the region, only a barrier per call and CTA:
+ *   flags  [source N][CTA] uint32   raised by the source: 2k+1 entered call k, 2k+2 done
+ *   epoch  [CTA] uint32              calls this CTA index has run (mine) */
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_win_off(int nranks, uint64_t slice_bytes, uint64_t ll_max,
+                                                       uint64_t p2p_slice)
+{
+    return mpccl_flat_p2p_off(nranks, slice_bytes, ll_max) + mpccl_flat_p2p_bytes(nranks, p2p_slice);
+}
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_win_bytes(int nranks)
+{
+    return ((uint64_t)nranks + 1) * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t);
+}
 static inline MPCCL_FLAT_HD uint64_t mpccl_flat_region_bytes(int nranks, uint64_t slice_bytes, uint64_t ll_max,
                                                             uint64_t p2p_slice)
 {
-    return mpccl_flat_p2p_off(nranks, slice_bytes, ll_max) + mpccl_flat_p2p_bytes(nranks, p2p_slice);
+    return mpccl_flat_win_off(nranks, slice_bytes, ll_max, p2p_slice) + mpccl_flat_win_bytes(nranks);
 }
 
 #ifdef __cplusplus

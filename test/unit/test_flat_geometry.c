@@ -132,8 +132,12 @@ START_TEST(region_layout)
                 ck_assert_uint_eq(lo % 16, 0);
                 ck_assert_uint_eq(po % 16, 0);
                 ck_assert_uint_eq(mpccl_flat_ll_area(ll) % 16, 0);
-                ck_assert_uint_eq(mpccl_flat_region_bytes(n, sl, ll, 4 << 20),
-                                  po + mpccl_flat_p2p_bytes(n, 4 << 20));
+                uint64_t wo = mpccl_flat_win_off(n, sl, ll, 4 << 20);
+                ck_assert_uint_eq(wo, po + mpccl_flat_p2p_bytes(n, 4 << 20));
+                ck_assert_uint_eq(wo % 16, 0);
+                /* the window barrier: a flag per source and CTA, then an epoch per CTA */
+                ck_assert_uint_eq(mpccl_flat_win_bytes(n), ((uint64_t)n + 1) * MPCCL_FLAT_MAX_CTAS * 4);
+                ck_assert_uint_eq(mpccl_flat_region_bytes(n, sl, ll, 4 << 20), wo + mpccl_flat_win_bytes(n));
             }
 }
 END_TEST
