@@ -523,6 +523,25 @@ int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)
     return mpccl_flat_takes(s->flat, d);
 }
 
+/* A communicator of one rank: a collective's result is its input, so it is
+ * one copy on the stream (none in place) -- a copy-engine node in a graph, no
+ * kernel.  Scaled calls (PreMulSum, float average) still take the kernels.
+ * The copy touches no state shared with the communicator's kernels, so it
+ * needs no ordering with its other launches. */
+static int single_rank_copy(ncclComm_t comm, const mpccl_call_t *call, cudaStream_t stream, mpccl_status_t *st)
+{
+    const mpccl_coll_desc_t *d = &call->desc;
+    if (comm->nranks != 1 || d->prescale || d->coll == MPCCL_COLL_SEND || d->coll == MPCCL_COLL_RECV) return 0;
+    size_t bytes = d->count * mpccl_dtype_size(d->dt);
+    *st = MPCCL_OK;
+    if (bytes == 0 || call->task.in == call->task.out) return 1;
+    cudaError_t e = cudaMemcpyAsync(call->task.out, call->task.in, bytes, cudaMemcpyDefault, stream);
+    if (e != cudaSuccess)
+        *st = mpccl_fail(MPCCL_ERR_CUDA, "one-rank collective: copying %zu bytes on the stream failed: %s", bytes,
+                         cudaGetErrorString(e));
+    return 1;
+}
+
 mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
 {
     ncclComm_t comm = call->comm;
@@ -533,6 +552,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     mpccl_status_t st;
     if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    if (single_rank_copy(comm, call, stream, &st)) goto out;
     if (mpccl_flat_takes(s->flat, &call->desc)) {
         st = launch_flat(comm, s, call, stream);
         goto out;

@@ -55,6 +55,9 @@ if want perf; then
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" mpccl-perf -C allreduce -d all -o all -b 1 -e 64M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
+# one rank: collectives are a copy on the stream (none in place), scaled ones a kernel
+step sh "$mpi" -t 300 1 mpccl-perf -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 1 mpccl-perf -C all -b 8 -e 1M -f 8 -c 1 -w 1 -n 5 -G 2
 # buffers in symmetric windows: the window kernels at every size, then the default crossover
 step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 1 -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -W 1 -b 8 -e 64M -f 8 -c 1 -w 1 -n 3
