@@ -109,8 +109,7 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
                comm->gpu ? "chosen at launch" : mpccl_algo_name((mpccl_algo_t)call->sched.algo), call->sched.nsteps);
     return eager ? mpccl_group_run_eager_gpu(call) : mpccl_group_enqueue(call);
 fail:
-    if (eager) mpccl_sched_free(&call->sched);
-    else mpccl_call_free(call);
+    if (!eager) mpccl_call_free(call); /* an eager call is a GPU call: no schedule to free */
     mpccl_group_discard_comm(comm);
     return st;
 }

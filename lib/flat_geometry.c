@@ -31,6 +31,18 @@ void mpccl_flat_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t c
     out->ctas = (uint32_t)c;
 }
 
+uint32_t mpccl_flat_win_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t count, size_t es,
+                                 uint64_t *sub)
+{
+    uint64_t n = (uint64_t)p->nranks, vec = 16 / es;
+    uint64_t block = mode == MPCCL_FLAT_ALLREDUCE_2 ? (count + n - 1) / n : count;
+    uint64_t c = (block * es + p->cta_bytes - 1) / p->cta_bytes;
+    if (c > (uint64_t)p->max_ctas) c = (uint64_t)p->max_ctas;
+    if (c < 1) c = 1;
+    *sub = ((block + c - 1) / c + vec - 1) / vec * vec;
+    return (uint32_t)((block + *sub - 1) / *sub);
+}
+
 static uint64_t p2p_max_ctas(const mpccl_flat_geom_params_t *p)
 {
     /* Sending and receiving CTAs are separate (flat_p2p.cu): half of

@@ -33,6 +33,13 @@ typedef struct mpccl_flat_geom {
 void mpccl_flat_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t count, size_t es,
                          mpccl_flat_geom_t *out);
 
+/* A collective on symmetric windows (flat.h, mpccl_flat_win_args_t) of
+ * `count` elements (> 0) of `es` bytes in `mode`: no slice bounds a CTA's
+ * part, only cta_bytes and max_ctas.  *sub: elements per CTA part, whole
+ * 16-byte vectors; returns the CTAs (the last one's part may be short). */
+uint32_t mpccl_flat_win_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t count, size_t es,
+                                 uint64_t *sub);
+
 /* A p2p message of `bytes`: the stride of every CTA's area in a p2p slice (the
  * same for all messages), the CTAs and bytes per CTA per chunk. */
 uint32_t mpccl_flat_p2p_stride(const mpccl_flat_geom_params_t *p);

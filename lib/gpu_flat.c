@@ -277,17 +277,9 @@ static mpccl_status_t launch_window(const mpccl_flat_comm_t *f, const mpccl_call
     a.dtype = d->dt;
     a.op = (mode == MPCCL_FLAT_ALLREDUCE_2 || mode == MPCCL_FLAT_REDUCESCATTER || mode == MPCCL_FLAT_REDUCE)
                ? (int)d->op : MPCCL_OP_SUM;
-    /* Each CTA takes a part of every block: a whole number of 16-byte
-     * vectors, FLAT_CTA_BYTES or more, at most FLAT_CTAS parts. */
-    uint64_t vec = 16 / esz, block = mode == MPCCL_FLAT_ALLREDUCE_2 ? (d->count + n - 1) / n : d->count;
-    uint64_t ctas = (block * esz + f->set.cta_bytes - 1) / f->set.cta_bytes;
-    if (ctas > (uint64_t)f->set.max_ctas) ctas = (uint64_t)f->set.max_ctas;
-    if (ctas < 1) ctas = 1;
-    a.sub = ((block + ctas - 1) / ctas + vec - 1) / vec * vec;
-    if (a.sub == 0) a.sub = vec;
-    ctas = (block + a.sub - 1) / a.sub;
-    if (ctas < 1) ctas = 1;
-    MPCCL_CHECK(mpccl_flat_win_launch(&a, (uint32_t)ctas, stream));
+    mpccl_flat_geom_params_t gp = geom_params(f);
+    uint32_t ctas = mpccl_flat_win_geometry(&gp, mode, d->count, esz, &a.sub);
+    MPCCL_CHECK(mpccl_flat_win_launch(&a, ctas, stream));
     *took = 1;
     return MPCCL_OK;
 }

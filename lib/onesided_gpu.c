@@ -93,9 +93,9 @@ int mpccl_gpu_win_sym_peers(ncclComm_t comm, const void *p, size_t bytes, char *
     for (struct mpccl_win *w = ws->wins; w && !found; w = w->next) {
         if (!(w->flags & NCCL_WIN_COLL_SYMMETRIC) || !w->gpu) continue;
         const char *b = w->base;
-        if ((const char *)p < b || (size_t)((const char *)p - b) > w->size || bytes > w->size - (size_t)((const char *)p - b))
-            continue;
+        if ((const char *)p < b) continue;
         size_t off = (size_t)((const char *)p - b);
+        if (off > w->size || bytes > w->size - off) continue;
         found = 1;
         for (int r = 0; r < comm->nranks && found; r++) {
             if (r == comm->rank) peers[r] = (char *)p;

@@ -19,6 +19,15 @@ extern "C" {
 MPCCL_FLAT_TYPES(X)
 #undef X
 
+/* The status of a kernel launch (e) of datatype dtype. */
+static mpccl_status_t launched(cudaError_t e, const char *kernel, int dtype)
+{
+    if (e != cudaSuccess)
+        return mpccl_fail(MPCCL_ERR_CUDA, "launching the %s (datatype %d) failed: %s", kernel, dtype,
+                          cudaGetErrorString(e));
+    return MPCCL_OK;
+}
+
 extern "C" mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
     int m = a->mode;
@@ -36,10 +45,7 @@ extern "C" mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, 
 #undef X
     default: return mpccl_fail(MPCCL_ERR_INTERNAL, "flat window launch with datatype %d", a->dtype);
     }
-    if (e != cudaSuccess)
-        return mpccl_fail(MPCCL_ERR_CUDA, "launching the flat window kernel (datatype %d) failed: %s", a->dtype,
-                          cudaGetErrorString(e));
-    return MPCCL_OK;
+    return launched(e, "flat window kernel", a->dtype);
 }
 
 extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
@@ -56,8 +62,5 @@ extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t
 #undef X
     default: return mpccl_fail(MPCCL_ERR_INTERNAL, "flat launch with datatype %d", a->dtype);
     }
-    if (e != cudaSuccess)
-        return mpccl_fail(MPCCL_ERR_CUDA, "launching the flat kernel (datatype %d) failed: %s", a->dtype,
-                          cudaGetErrorString(e));
-    return MPCCL_OK;
+    return launched(e, "flat kernel", a->dtype);
 }

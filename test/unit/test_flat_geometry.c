@@ -111,6 +111,34 @@ START_TEST(p2p_geometry)
 }
 END_TEST
 
+/* Window collectives: the CTA parts are whole 16-byte vectors, within the
+ * grid limit, and together cover the block without an empty CTA (the kernel
+ * rounds the two-shot block up to whole vectors: still covered). */
+START_TEST(window_geometry)
+{
+    static const int modes[] = {MPCCL_FLAT_ALLREDUCE_2, MPCCL_FLAT_REDUCESCATTER, MPCCL_FLAT_ALLGATHER,
+                                MPCCL_FLAT_ALLTOALL, MPCCL_FLAT_BROADCAST, MPCCL_FLAT_REDUCE};
+    for (size_t ri = 0; ri < sizeof(ranks) / sizeof(ranks[0]); ri++)
+        for (int w = 0; w < 3; w++)
+            for (size_t mi = 0; mi < sizeof(modes) / sizeof(modes[0]); mi++)
+                for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+                    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+                        mpccl_flat_geom_params_t p = settings(ranks[ri], w);
+                        uint64_t n = (uint64_t)ranks[ri], es = sizes[si], vec = 16 / es, sub = 0;
+                        int two = modes[mi] == MPCCL_FLAT_ALLREDUCE_2;
+                        uint64_t block = two ? (counts[ci] + n - 1) / n : counts[ci];
+                        uint64_t kernel_block = two ? (block + vec - 1) / vec * vec : block;
+                        uint32_t ctas = mpccl_flat_win_geometry(&p, modes[mi], counts[ci], es, &sub);
+                        ck_assert_uint_ge(ctas, 1);
+                        ck_assert_uint_le(ctas, p.max_ctas);
+                        ck_assert_uint_gt(sub, 0);
+                        ck_assert_uint_eq(sub % vec, 0);
+                        ck_assert_uint_ge((uint64_t)ctas * sub, kernel_block);
+                        ck_assert_uint_lt((uint64_t)(ctas - 1) * sub, block);
+                    }
+}
+END_TEST
+
 /* Every part of the region starts 16-byte aligned (vector and LL stores) and
  * the parts follow each other without overlap. */
 START_TEST(region_layout)
@@ -148,6 +176,7 @@ int main(void)
     TCase *tc = tcase_create("geometry");
     tcase_add_test(tc, collective_geometry);
     tcase_add_test(tc, p2p_geometry);
+    tcase_add_test(tc, window_geometry);
     tcase_add_test(tc, region_layout);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
