@@ -74,6 +74,10 @@ static mpccl_setting_t settings[] = {
     {"FLAT_WIN_BYTES", NULL, "4M",
      "flat kernels: calls on symmetric windows from this size (bytes per rank) take the window path; smaller ones "
      "the region (LL) path", NULL, NULL},
+    {"FLAT_REG", NULL, "1",
+     "flat kernels: collectives whose input and output lie in ncclCommRegister'd buffers (on every rank, as NCCL "
+     "requires) read and write the peers' buffers directly from MPCCL_FLAT_WIN_BYTES on; ncclCommRegister maps "
+     "each buffer into the peer processes (0: registration maps nothing, calls go through the region)", NULL, NULL},
     {"CHECK_POINTERS", "NCCL_CHECK_POINTERS", "1",
      "1: each GPU call asks the driver what its buffers are (pageable or another device's memory -> "
      "ncclInvalidArgument); 0: only NULL is caught, as NCCL does by default (two driver queries less per call)",

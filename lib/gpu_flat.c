@@ -25,6 +25,7 @@ typedef struct {
     int32_t allreduce;  /* 0 by size, 1 one-shot, 2 two-shot (MPCCL_FLAT_ALLREDUCE) */
     int32_t p2p_ctas;   /* most CTAs one send/recv message uses */
     int32_t win;        /* collectives on symmetric windows skip the region (MPCCL_FLAT_WIN) */
+    int32_t reg;        /* ... and so do those on registered buffers (MPCCL_FLAT_REG) */
     uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
     uint64_t win_bytes; /* smallest call (bytes per rank) for the window path */
 } flat_settings_t;
@@ -65,6 +66,7 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->p2p = mpccl_config_int("FLAT_P2P") != 0;
     s->p2p_ctas = (int32_t)clamp_u64(mpccl_config_int("FLAT_P2P_CTAS"), 1, MPCCL_FLAT_MAX_CTAS);
     s->win = mpccl_config_int("FLAT_WIN") != 0;
+    s->reg = mpccl_config_int("FLAT_REG") != 0;
     s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
     s->allreduce = ar && !strcmp(ar, "oneshot") ? 1 : ar && !strcmp(ar, "twoshot") ? 2 : 0;
@@ -76,6 +78,11 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
         if (p2p_slice > (4ll << 20)) p2p_slice = 4ll << 20;
     }
     s->p2p_slice = clamp_u64(p2p_slice, 64 << 10, 1ull << 30) & ~(uint64_t)255;
+}
+
+const mpccl_ipc_desc_t *mpccl_flat_reg_peer(const mpccl_flat_comm_t *f, int r)
+{
+    return f && f->set.reg && r >= 0 && r < f->nranks ? &f->desc[r] : NULL;
 }
 
 uint64_t mpccl_flat_region_size(const mpccl_flat_comm_t *f)
@@ -245,10 +252,30 @@ static int win_mode(const mpccl_coll_desc_t *d, int *in_remote, int *out_remote)
     }
 }
 
+/* The peers' buffers for the window kernel: from symmetric windows (the same
+ * offset on every rank, exchange 0), else from registrations (exchange 1:
+ * NCCL uses registrations when input and output are registered on every
+ * rank, so both must be).  0: the call stays on the region. */
+static int window_buffers(const mpccl_flat_comm_t *f, const mpccl_call_t *call, uint64_t in_bytes,
+                          uint64_t out_bytes, int in_remote, int out_remote, mpccl_flat_win_args_t *a)
+{
+    ncclComm_t comm = call->comm;
+    if (f->set.win && (!in_remote || mpccl_gpu_win_sym_peers(comm, call->task.in, in_bytes, a->in)) &&
+        (!out_remote || mpccl_gpu_win_sym_peers(comm, call->task.out, out_bytes, a->out)))
+        return 1;
+    if (f->set.reg && mpccl_gpu_reg_peers(comm, call->task.in, in_bytes, a->in) &&
+        mpccl_gpu_reg_peers(comm, call->task.out, out_bytes, a->out)) {
+        a->exchange = 1;
+        return 1;
+    }
+    return 0;
+}
+
 /* Launches the call as a window kernel when its buffers allow (*took = 1).
- * Every rank decides alike as long as the user keeps NCCL's contract for
- * NCCL_WIN_COLL_SYMMETRIC windows: every rank's buffers at the same offset of
- * the same (collectively registered) window. */
+ * Every rank decides alike as long as the user keeps NCCL's contracts: for
+ * NCCL_WIN_COLL_SYMMETRIC windows, every rank's buffers at the same offset of
+ * the same (collectively registered) window; for registrations, registered
+ * buffers on every rank or on none. */
 static mpccl_status_t launch_window(const mpccl_flat_comm_t *f, const mpccl_call_t *call, cudaStream_t stream,
                                     int *took)
 {
@@ -262,8 +289,7 @@ static mpccl_status_t launch_window(const mpccl_flat_comm_t *f, const mpccl_call
     memset(&a, 0, sizeof(a));
     uint64_t in_bytes = d->count * esz * (d->coll == MPCCL_COLL_REDUCESCATTER ? n : 1);
     uint64_t out_bytes = d->count * esz * (d->coll == MPCCL_COLL_ALLGATHER || d->coll == MPCCL_COLL_ALLTOALL ? n : 1);
-    if (in_remote && !mpccl_gpu_win_sym_peers(call->comm, call->task.in, in_bytes, a.in)) return MPCCL_OK;
-    if (out_remote && !mpccl_gpu_win_sym_peers(call->comm, call->task.out, out_bytes, a.out)) return MPCCL_OK;
+    if (!window_buffers(f, call, in_bytes, out_bytes, in_remote, out_remote, &a)) return MPCCL_OK;
     a.in[f->rank] = (char *)call->task.in;
     a.out[f->rank] = (char *)call->task.out;
     uint64_t woff = mpccl_flat_win_off(f->nranks, f->set.slice_bytes, f->set.ll_max, f->set.p2p_slice);
@@ -288,7 +314,7 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
                                       cudaStream_t stream)
 {
     const mpccl_coll_desc_t *d = &call->desc;
-    if (f->set.win) {
+    if (f->set.win || f->set.reg) {
         int took = 0;
         MPCCL_CHECK(launch_window(f, call, stream, &took));
         if (took) return MPCCL_OK;

@@ -29,6 +29,9 @@ uint64_t mpccl_flat_region_size(const mpccl_flat_comm_t *f);
  * call has one). */
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
                                       cudaStream_t stream);
+/* Where rank r runs (its region's description: pid, device UUID) when
+ * collectives use registered buffers (MPCCL_FLAT_REG), else NULL. */
+const mpccl_ipc_desc_t *mpccl_flat_reg_peer(const mpccl_flat_comm_t *f, int r);
 /* Whether a group's send/recv calls go to the flat p2p kernel. */
 int mpccl_flat_takes_p2p(const mpccl_flat_comm_t *f);
 /* Enqueues n (<= MPCCL_FLAT_P2P_MAX_OPS) send/recv calls of one communicator,

@@ -115,6 +115,9 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
     MPCCL_CHECK_GOTO(mpccl_lsa_setup(comm, s->g->links_host), st, out);
+    /* Peers push their registered buffers to this process (ipc_push.c); the
+     * barrier below makes sure every rank serves before anyone registers. */
+    if (mpccl_flat_reg_peer(s->flat, comm->rank)) MPCCL_CHECK_GOTO(mpccl_ipc_serve(), st, out);
     s->check_pointers = mpccl_config_int("CHECK_POINTERS") != 0;
     cudaError_t e = cudaEventCreateWithFlags(&s->last_done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming);
@@ -513,6 +516,12 @@ uint64_t mpccl_gpu_mem_bytes(ncclComm_t comm)
     for (int i = 0; i < PLAN_BUCKETS; i++)
         for (plan_entry_t *e = s->plans[i]; e; e = e->next) total += e->gp.bytes;
     return total;
+}
+
+struct mpccl_flat_comm *mpccl_gpu_flat(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s ? s->flat : NULL;
 }
 
 int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)

@@ -25,6 +25,8 @@ mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_co
 mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call);
 /* Whether call d of comm runs on the flat kernels (ncclGroupSimulateEnd's model). */
 int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d);
+/* The communicator's flat kernels (NULL: it has none). */
+struct mpccl_flat_comm *mpccl_gpu_flat(ncclComm_t comm);
 /* Device memory this communicator's GPU state holds: mailboxes, the flat
  * kernels' region, plans and scratch (ncclCommMemStats). */
 uint64_t mpccl_gpu_mem_bytes(ncclComm_t comm);

@@ -190,20 +190,21 @@ static mpccl_status_t vmm_grant(const mpccl_cu_fns_t *cu, int dev, uint64_t va, 
     return r == CUDA_SUCCESS ? MPCCL_OK : mpccl_cu_error(r, "cuMemSetAccess (peer's ncclMemAlloc memory)");
 }
 
-/* Maps the cuMem allocation d describes, fetched from its owner as a file
- * descriptor, into this process for device dev. */
-static mpccl_status_t vmm_import(const mpccl_ipc_desc_t *d, int dev, void **out)
+/* Maps the cuMem allocation d describes into this process for device dev;
+ * fd is its shareable handle (consumed). */
+static mpccl_status_t vmm_import(const mpccl_ipc_desc_t *d, int dev, int fd, void **out)
 {
     const mpccl_cu_fns_t *cu;
-    MPCCL_CHECK(mpccl_cu_get(&cu));
-    int fd;
-    MPCCL_CHECK(mpccl_fdpass_fetch(d->pid, d->base, &fd));
+    mpccl_status_t st = mpccl_cu_get(&cu);
+    if (st != MPCCL_OK) {
+        close(fd);
+        return st;
+    }
     CUmemGenericAllocationHandle h;
     CUresult r = cu->cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     close(fd);
     if (r != CUDA_SUCCESS) return mpccl_cu_error(r, "cuMemImportFromShareableHandle (peer's ncclMemAlloc memory)");
     CUdeviceptr va = 0;
-    mpccl_status_t st = MPCCL_OK;
     r = cu->cuMemAddressReserve(&va, (size_t)d->size, 0, 0, 0);
     if (r != CUDA_SUCCESS) {
         st = mpccl_cu_error(r, "cuMemAddressReserve (peer's ncclMemAlloc memory)");
@@ -256,7 +257,21 @@ static import_entry_t **find_import(const mpccl_ipc_desc_t *d)
 
 mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **out)
 {
+    return mpccl_ipc_import_fd(d, my_dev, -1, out);
+}
+
+static int is_imported(const mpccl_ipc_desc_t *d)
+{
+    pthread_mutex_lock(&import_mu);
+    int found = *find_import(d) != NULL;
+    pthread_mutex_unlock(&import_mu);
+    return found;
+}
+
+mpccl_status_t mpccl_ipc_import_fd(const mpccl_ipc_desc_t *d, int my_dev, int fd, void **out)
+{
     if (same_process(d)) {
+        if (fd >= 0) close(fd);
         /* Same address space: the pointer is valid as is; the device only
          * needs the right to touch the owner device's memory. */
         if (d->vmm) {
@@ -270,6 +285,10 @@ mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **ou
         *out = (void *)(uintptr_t)d->base;
         return MPCCL_OK;
     }
+    /* The descriptor is fetched before import_mu is taken: no thread waits
+     * on another process while holding it (that process's server thread may
+     * need the same lock of ours to answer a call of its own). */
+    if (d->vmm && fd < 0 && !is_imported(d)) MPCCL_CHECK(mpccl_fdpass_fetch(d->pid, d->base, &fd));
     mpccl_status_t st = MPCCL_OK;
     pthread_mutex_lock(&import_mu);
     import_entry_t **pp = find_import(d);
@@ -277,6 +296,7 @@ mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **ou
         (*pp)->refs++;
         *out = (*pp)->ptr;
         pthread_mutex_unlock(&import_mu);
+        if (fd >= 0) close(fd);
         /* Opened by another device of this process: this one needs its own
          * peer access to the owner's device, when this process can see it. */
         int owner = mpccl_ipc_local_device(d->uuid);
@@ -297,12 +317,14 @@ mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **ou
     import_entry_t *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         pthread_mutex_unlock(&import_mu);
+        if (fd >= 0) close(fd);
         return mpccl_fail(MPCCL_ERR_SYSTEM, "IPC import: out of memory");
     }
     int saved;
     st = mpccl_cuda_push_device(my_dev, &saved);
     if (st == MPCCL_OK && d->vmm) {
-        st = vmm_import(d, my_dev, &e->ptr);
+        st = vmm_import(d, my_dev, fd, &e->ptr);
+        fd = -1;
         mpccl_cuda_restore_device(saved);
     } else if (st == MPCCL_OK) {
         cudaError_t ce = cudaIpcOpenMemHandle(&e->ptr, d->handle, cudaIpcMemLazyEnablePeerAccess);
@@ -314,6 +336,7 @@ mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **ou
             st = mpccl_cuda_error(ce, what);
         }
     }
+    if (fd >= 0) close(fd);
     if (st != MPCCL_OK) {
         pthread_mutex_unlock(&import_mu);
         free(e);

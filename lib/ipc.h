@@ -40,6 +40,20 @@ void mpccl_ipc_unexport(const mpccl_ipc_desc_t *d);
  * successful import with one mpccl_ipc_release(d). */
 mpccl_status_t mpccl_ipc_import(const mpccl_ipc_desc_t *d, int my_dev, void **out);
 void mpccl_ipc_release(const mpccl_ipc_desc_t *d);
+/* mpccl_ipc_import with the cuMem allocation's file descriptor in hand (fd,
+ * consumed; -1: fetch it from the owner). */
+mpccl_status_t mpccl_ipc_import_fd(const mpccl_ipc_desc_t *d, int my_dev, int fd, void **out);
+
+/* ipc_push.c: this process serves pushes (starts its fd server); once per
+ * process before peers may push to it. */
+mpccl_status_t mpccl_ipc_serve(void);
+/* Has process peer_pid map the region d describes (exported by this process)
+ * for its device peer_uuid; *peer_ptr is the region's base there.  Pair with
+ * mpccl_ipc_push_release. */
+mpccl_status_t mpccl_ipc_push(const mpccl_ipc_desc_t *d, int32_t peer_pid, const unsigned char peer_uuid[16],
+                              uint64_t *peer_ptr);
+/* Undoes one push (a peer process that is gone is fine). */
+void mpccl_ipc_push_release(const mpccl_ipc_desc_t *d, int32_t peer_pid);
 
 /* The UUID of local device dev. */
 mpccl_status_t mpccl_ipc_device_uuid(int dev, unsigned char uuid[16]);

@@ -358,32 +358,3 @@ mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitS
     return st;
 }
 
-mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r)
-{
-    MPCCL_CHECK(mpccl_check_gpu_buffer("ncclCommRegister", "buff", r->base, r->size, comm->cuda_dev));
-    /* Describes the allocation for the node's peers; collectives do not use
-     * registrations yet, so nothing is opened on their side. */
-    const mpccl_cu_fns_t *cu;
-    MPCCL_CHECK(mpccl_cu_get(&cu));
-    CUdeviceptr abase = 0;
-    size_t asize = 0;
-    CUresult cr = cu->cuMemGetAddressRange(&abase, &asize, (CUdeviceptr)(uintptr_t)r->base);
-    if (cr != CUDA_SUCCESS) return mpccl_cu_error(cr, "cuMemGetAddressRange (ncclCommRegister)");
-    mpccl_ipc_desc_t *d = calloc(1, sizeof(*d));
-    if (!d) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommRegister: out of memory");
-    mpccl_status_t st = mpccl_ipc_export((void *)(uintptr_t)abase, asize, d);
-    if (st != MPCCL_OK) {
-        free(d);
-        return st;
-    }
-    r->gpu = d;
-    return MPCCL_OK;
-}
-
-void mpccl_gpu_reg_free(ncclComm_t comm, mpccl_reg_t *r)
-{
-    (void)comm;
-    if (r->gpu) mpccl_ipc_unexport(r->gpu);
-    free(r->gpu);
-    r->gpu = NULL;
-}

@@ -1,8 +1,8 @@
 /* ncclCommRegister / ncclCommDeregister: handles owned by the communicator.
  * Host communicators register the memory with UCX (remote access by
- * one-sided operations); GPU communicators export it over CUDA IPC for the
- * peers of their node.  Collectives do not use registrations yet
- * (doc/UNSUPPORTED.md). */
+ * one-sided operations); GPU communicators export it over CUDA IPC and map
+ * it into the peer processes, so that flat collectives on registered buffers
+ * skip the region (register_gpu.c). */
 #include <stdlib.h>
 
 #include "log.h"

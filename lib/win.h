@@ -62,7 +62,9 @@ typedef struct mpccl_reg {
     void *base;
     size_t size;
     mpccl_ucx_mem_t mem;     /* host comms */
-    void *gpu;               /* GPU comms: IPC export (onesided_gpu.c) */
+    void *gpu;               /* GPU comms: IPC export of the allocation (register_gpu.c) */
+    uint64_t *peer_base;     /* GPU comms with flat kernels: [nranks] the allocation's base in each
+                              * peer's address space (0: not mapped there) */
     struct mpccl_reg *next;
 } mpccl_reg_t;
 
@@ -166,8 +168,14 @@ mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t byt
                                     cudaStream_t stream);
 mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
                                      cudaStream_t stream);
+/* register_gpu.c: exports r's allocation and, on communicators with flat
+ * kernels, maps it into every peer process. */
 mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r);
 void mpccl_gpu_reg_free(ncclComm_t comm, mpccl_reg_t *r);
+/* Collectives on registered buffers: 1 when [p, p + bytes) lies in a
+ * registration of comm that every peer has mapped; peers[r] is then p as
+ * rank r's device sees it.  0 otherwise. */
+int mpccl_gpu_reg_peers(ncclComm_t comm, const void *p, size_t bytes, char **peers);
 #endif
 
 #endif

@@ -54,10 +54,14 @@ typedef struct mpccl_flat_p2p_args {
 } mpccl_flat_p2p_args_t;
 
 /* A collective whose buffers lie in windows registered with
- * NCCL_WIN_COLL_SYMMETRIC (at the same offset on every rank): the kernel reads
- * and writes the peers' buffers themselves, nothing is staged in the region.
- * in[r] / out[r] are rank r's buffers as this device sees them where the mode
- * touches them remotely, else only [rank] is set. */
+ * NCCL_WIN_COLL_SYMMETRIC (at the same offset on every rank) or in
+ * ncclCommRegister'd buffers: the kernel reads and writes the peers' buffers
+ * themselves, nothing is staged in the region.
+ * exchange 0 (windows): in[r] / out[r] are rank r's buffers as this device
+ *   sees them where the mode touches them remotely, else only [rank] is set.
+ * exchange 1 (registrations, each rank's at its own address): in[r] / out[r]
+ *   for r != rank are THIS rank's buffers as rank r sees them; the kernel
+ *   hands them to rank r through the barrier area and receives the peers'. */
 typedef struct mpccl_flat_win_args {
     char *in[MPCCL_FLAT_MAX_RANKS];
     char *out[MPCCL_FLAT_MAX_RANKS];
@@ -67,6 +71,7 @@ typedef struct mpccl_flat_win_args {
     uint64_t divisor; /* > 0: integer average */
     int32_t rank, nranks, root;
     int32_t mode, dtype, op;
+    int32_t exchange;
 } mpccl_flat_win_args_t;
 
 /* Modes: ALLREDUCE_2, REDUCESCATTER, ALLGATHER, ALLTOALL (not in place),

@@ -80,18 +80,26 @@ static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_bytes(int nranks, uint64_t p
 {
     return 2ull * (uint64_t)nranks * p2p_slice + 5ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t);
 }
-/* Window collectives (calls whose buffers lie in symmetric windows, flat.h)
- * move no data through the region, only a barrier per call and CTA:
+/* Window collectives (calls whose buffers lie in symmetric windows or in
+ * registered buffers, flat.h) move no data through the region, only a barrier
+ * per call and CTA:
  *   flags  [source N][CTA] uint32   raised by the source: 2k+1 entered call k, 2k+2 done
- *   epoch  [CTA] uint32              calls this CTA index has run (mine) */
+ *   epoch  [CTA] uint32              calls this CTA index has run (mine)
+ *   ptrs   [source N][CTA] 2 x u64   registered calls: the source's input and output
+ *                                    as this rank sees them, written before its 2k+1 */
 static inline MPCCL_FLAT_HD uint64_t mpccl_flat_win_off(int nranks, uint64_t slice_bytes, uint64_t ll_max,
                                                        uint64_t p2p_slice)
 {
     return mpccl_flat_p2p_off(nranks, slice_bytes, ll_max) + mpccl_flat_p2p_bytes(nranks, p2p_slice);
 }
+/* Offset of the ptrs part in the barrier area (a multiple of 16). */
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_win_ptrs_off(int nranks)
+{
+    return (((uint64_t)nranks + 1) * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t) + 15) & ~(uint64_t)15;
+}
 static inline MPCCL_FLAT_HD uint64_t mpccl_flat_win_bytes(int nranks)
 {
-    return ((uint64_t)nranks + 1) * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t);
+    return mpccl_flat_win_ptrs_off(nranks) + (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * 2 * sizeof(uint64_t);
 }
 static inline MPCCL_FLAT_HD uint64_t mpccl_flat_region_bytes(int nranks, uint64_t slice_bytes, uint64_t ll_max,
                                                             uint64_t p2p_slice)

@@ -12,6 +12,11 @@
  *          to the destinations (stores to peers are posted)
  *   done   system fence, raise the flags to 2k+2, wait for the peers' 2k+2:
  *          nobody reads my input or writes my output after my kernel ends
+ * Registered buffers (a.exchange) lie at a different address on every rank,
+ * known to the peers only once the call runs: before raising its 2k+1 flag
+ * for peer j, the thread that raises it stores "my input and output as you
+ * see them" in j's barrier area; after the wait, every rank reads its peers'
+ * from its own.  The fence before the flag orders the pointers before it.
  * k counts the calls CTA index g has run on this communicator (the epoch word
  * in my barrier area); it is equal on every rank because every rank launches
  * the same grid for a call.  A peer is at most one call ahead (it waits for my
@@ -23,10 +28,16 @@
 
 namespace {
 
+/* Every rank's input and output for this call, as this device sees them. */
+struct win_ptrs {
+    char *in[MPCCL_FLAT_MAX_RANKS], *out[MPCCL_FLAT_MAX_RANKS];
+};
+
 template <int DT, int OP> struct flat_win {
     typedef typename ty<DT>::T T;
     const mpccl_flat_win_args_t &a;
     shared_ptrs &sh;
+    win_ptrs &p;
     int N, me, g, G;
 
     __device__ volatile uint32_t *flag(int r, int src) const
@@ -34,6 +45,39 @@ template <int DT, int OP> struct flat_win {
         return (volatile uint32_t *)a.bar[r] + (uint64_t)src * MPCCL_FLAT_MAX_CTAS + g;
     }
     __device__ uint32_t *epoch() const { return a.bar[me] + (uint64_t)N * MPCCL_FLAT_MAX_CTAS + g; }
+    /* Rank r's slot for src's pointers (registered calls). */
+    __device__ volatile uint64_t *ptr_slot(int r, int src) const
+    {
+        return (volatile uint64_t *)((char *)a.bar[r] + mpccl_flat_win_ptrs_off(N)) +
+               ((uint64_t)src * MPCCL_FLAT_MAX_CTAS + g) * 2;
+    }
+
+    /* Before barrier(2k+1): by the thread that raises the flag for peer j. */
+    __device__ void publish_ptrs() const
+    {
+        for (int j = threadIdx.x; j < N; j += blockDim.x)
+            if (j != me) {
+                volatile uint64_t *s = ptr_slot(j, me);
+                s[0] = (uint64_t)(uintptr_t)a.in[j];
+                s[1] = (uint64_t)(uintptr_t)a.out[j];
+            }
+    }
+
+    /* After barrier(2k+1): everyone's buffers into p. */
+    __device__ void collect_ptrs() const
+    {
+        for (int j = threadIdx.x; j < N; j += blockDim.x) {
+            if (j == me || !a.exchange) {
+                p.in[j] = a.in[j];
+                p.out[j] = a.out[j];
+            } else {
+                volatile uint64_t *s = ptr_slot(me, j);
+                p.in[j] = (char *)(uintptr_t)s[0];
+                p.out[j] = (char *)(uintptr_t)s[1];
+            }
+        }
+        __syncthreads();
+    }
 
     __device__ void barrier(uint32_t v) const
     {
@@ -86,8 +130,8 @@ template <int DT, int OP> struct flat_win {
             if (n == 0) return;
             if (t0)
                 for (int r = 0; r < N; r++) {
-                    sh.s[r] = at(a.in[r], b0 + o);
-                    sh.d[r] = at(a.out[r], b0 + o);
+                    sh.s[r] = at(p.in[r], b0 + o);
+                    sh.d[r] = at(p.out[r], b0 + o);
                 }
             run(N, N, n);
             return;
@@ -96,8 +140,8 @@ template <int DT, int OP> struct flat_win {
             n = part(a.count, &o);
             if (n == 0) return;
             if (t0) {
-                for (int r = 0; r < N; r++) sh.s[r] = at(a.in[r], (uint64_t)me * a.count + o);
-                sh.d[0] = at(a.out[me], o);
+                for (int r = 0; r < N; r++) sh.s[r] = at(p.in[r], (uint64_t)me * a.count + o);
+                sh.d[0] = at(p.out[me], o);
             }
             run(1, N, n);
             return;
@@ -105,8 +149,8 @@ template <int DT, int OP> struct flat_win {
             n = part(a.count, &o);
             if (n == 0) return;
             if (t0) {
-                for (int r = 0; r < N; r++) sh.d[r] = at(a.out[r], (uint64_t)me * a.count + o);
-                sh.s[0] = at(a.in[me], o);
+                for (int r = 0; r < N; r++) sh.d[r] = at(p.out[r], (uint64_t)me * a.count + o);
+                sh.s[0] = at(p.in[me], o);
             }
             run(N, 1, n);
             return;
@@ -117,8 +161,8 @@ template <int DT, int OP> struct flat_win {
             for (int k = 1; k <= N; k++) {
                 int j = (me + g + k) % N;
                 if (t0) {
-                    sh.d[0] = at(a.out[j], (uint64_t)me * a.count + o);
-                    sh.s[0] = at(a.in[me], (uint64_t)j * a.count + o);
+                    sh.d[0] = at(p.out[j], (uint64_t)me * a.count + o);
+                    sh.s[0] = at(p.in[me], (uint64_t)j * a.count + o);
                 }
                 run(1, 1, n);
             }
@@ -127,8 +171,8 @@ template <int DT, int OP> struct flat_win {
             n = part(a.count, &o);
             if (n == 0 || me != a.root) return;
             if (t0) {
-                for (int r = 0; r < N; r++) sh.d[r] = at(a.out[r], o);
-                sh.s[0] = at(a.in[me], o);
+                for (int r = 0; r < N; r++) sh.d[r] = at(p.out[r], o);
+                sh.s[0] = at(p.in[me], o);
             }
             run(N, 1, n);
             return;
@@ -136,8 +180,8 @@ template <int DT, int OP> struct flat_win {
             n = part(a.count, &o);
             if (n == 0 || me != a.root) return;
             if (t0) {
-                for (int r = 0; r < N; r++) sh.s[r] = at(a.in[r], o);
-                sh.d[0] = at(a.out[me], o);
+                for (int r = 0; r < N; r++) sh.s[r] = at(p.in[r], o);
+                sh.d[0] = at(p.out[me], o);
             }
             run(1, N, n);
             return;
@@ -150,7 +194,9 @@ template <int DT, int OP> struct flat_win {
         if (threadIdx.x == 0) sh.epoch = *epoch();
         __syncthreads();
         uint32_t e = sh.epoch;
+        if (a.exchange) publish_ptrs();
         barrier(e + 1u);
+        collect_ptrs();
         work();
         barrier(e + 2u);
         if (threadIdx.x == 0) *epoch() = e + 2u;
@@ -160,12 +206,13 @@ template <int DT, int OP> struct flat_win {
 template <int DT> __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_win_kernel(mpccl_flat_win_args_t a)
 {
     __shared__ shared_ptrs sh;
+    __shared__ win_ptrs p;
     int N = a.nranks, me = a.rank, g = (int)blockIdx.x, G = (int)gridDim.x;
     switch (a.op) {
-    case OP_SUM: flat_win<DT, OP_SUM>{a, sh, N, me, g, G}.body(); break;
-    case OP_PROD: flat_win<DT, OP_PROD>{a, sh, N, me, g, G}.body(); break;
-    case OP_MAX: flat_win<DT, OP_MAX>{a, sh, N, me, g, G}.body(); break;
-    default: flat_win<DT, OP_MIN>{a, sh, N, me, g, G}.body(); break;
+    case OP_SUM: flat_win<DT, OP_SUM>{a, sh, p, N, me, g, G}.body(); break;
+    case OP_PROD: flat_win<DT, OP_PROD>{a, sh, p, N, me, g, G}.body(); break;
+    case OP_MAX: flat_win<DT, OP_MAX>{a, sh, p, N, me, g, G}.body(); break;
+    default: flat_win<DT, OP_MIN>{a, sh, p, N, me, g, G}.body(); break;
     }
 }
 
