@@ -34,7 +34,8 @@ typedef struct opts {
     size_t minbytes, maxbytes, stepbytes;
     double stepfactor;
     int iters, warmup, check, root, average, blocking, agg, graph, repeats;
-    int window; /* -W 1: buffers from ncclMemAlloc, registered as symmetric windows */
+    int window; /* -W: 1 ncclMemAlloc + symmetric windows, 2 ncclMemAlloc + ncclCommRegister,
+                 * 3 cudaMalloc + ncclCommRegister at a different offset on every rank */
     int colls[PERF_NUM_COLLS], ncolls;
     ncclDataType_t types[ncclNumTypes];
     int ntypes;
@@ -150,8 +151,11 @@ static void usage(void)
            "  -z, --blocking 0|1   wait for each call (GPU buffers only; host calls block)\n"
            "  -G, --cudagraph N    capture N iterations into a CUDA graph and time its replays\n"
            "  -R, --repeats N      time the loop N times, report the median (default 1)\n"
-           "  -W, --window 0|1     1: buffers from ncclMemAlloc registered by each library as\n"
-           "                       NCCL_WIN_COLL_SYMMETRIC windows (nccl-tests -R 2)\n"
+           "  -W, --window 0..3    1: buffers from ncclMemAlloc registered by each library as\n"
+           "                       NCCL_WIN_COLL_SYMMETRIC windows (nccl-tests -R 2);\n"
+           "                       2: from ncclMemAlloc, ncclCommRegister'd (nccl-tests -R 1);\n"
+           "                       3: from cudaMalloc, ncclCommRegister'd, at an offset that\n"
+           "                       differs between ranks\n"
            "  -t, --nthreads 1     -g, --ngpus 1   (one GPU per process)\n"
            "  -C, --collective C   allreduce reduce_scatter all_gather alltoall broadcast\n"
            "                       reduce gather scatter sendrecv, or all (default)\n"
@@ -218,6 +222,7 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
         o->repeats > PERF_MAX_REPEATS)
         die("%s", "-n, -m need >= 1; -w >= 0; -a 0..3; -R 1..101");
     if (o->minbytes > o->maxbytes) die("%s", "-b is larger than -e");
+    if (o->window < 0 || o->window > 3) die("%s", "-W: expected 0 (plain), 1 (windows), 2 or 3 (registered)");
     if (!strcmp(coll, "all")) {
         for (int c = 0; c < PERF_BCAST; c++) o->colls[o->ncolls++] = c;
     } else {
@@ -459,6 +464,26 @@ static void register_windows(env_t *e, void *sbuf, void *rbuf, size_t bytes, ncc
     }
 }
 
+/* -W 2 and 3: both buffers registered with every library's communicator
+ * (local calls).  A library refusing them runs on them unregistered. */
+static void register_buffers(env_t *e, void *sbuf, void *rbuf, size_t bytes, void *reg[2][2])
+{
+    for (int l = 0; l < e->nlibs; l++) {
+        perf_nccl_t *L = &e->lib[l];
+        if (!L->CommRegister) {
+            if (e->rank == 0) printf("# -W: %s has no ncclCommRegister: its buffers stay unregistered\n", L->label);
+            continue;
+        }
+        ncclResult_t r = L->CommRegister(e->comm[l], sbuf, bytes, &reg[l][0]);
+        if (r == ncclSuccess) r = L->CommRegister(e->comm[l], rbuf, bytes, &reg[l][1]);
+        if (r != ncclSuccess) {
+            if (l == 0) LCHECK(L, r);
+            printf("# -W: rank %d: %s refused the registration (%s): its buffers stay unregistered\n", e->rank,
+                   L->label, L->GetErrorString(r));
+        }
+    }
+}
+
 static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
 {
     size_t maxelems = o->maxbytes, cnt, scnt, rcnt;
@@ -470,11 +495,23 @@ static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
     perf_coll_counts(coll, e->nranks, maxelems, &cnt, &scnt, &rcnt); /* bytes as 1-byte elements: max */
     size_t bufbytes = (scnt > rcnt ? scnt : rcnt) + 64;
     ncclWindow_t win[2][2] = {{NULL, NULL}, {NULL, NULL}}; /* [lib][send, recv] */
-    if (o->window) {
+    void *reg[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    size_t shift = o->window == 3 ? (size_t)(e->rank % 16) * 256 : 0; /* -W 3: per-rank offset */
+    if (o->window == 1 || o->window == 2) {
         sbuf = rbuf = NULL;
+        if (!e->lib[0].MemAlloc) die("%s", "-W 1 and 2: mpccl has no ncclMemAlloc");
         LCHECK(&e->lib[0], e->lib[0].MemAlloc(&sbuf, bufbytes));
         LCHECK(&e->lib[0], e->lib[0].MemAlloc(&rbuf, bufbytes));
-        register_windows(e, sbuf, rbuf, bufbytes, win);
+        if (o->window == 1) register_windows(e, sbuf, rbuf, bufbytes, win);
+        else register_buffers(e, sbuf, rbuf, bufbytes, reg);
+    } else if (o->window == 3) {
+        sbuf = perf_mem_alloc(&e->mem, bufbytes + shift);
+        rbuf = perf_mem_alloc(&e->mem, bufbytes + shift);
+        if (sbuf && rbuf) {
+            sbuf = (char *)sbuf + shift;
+            rbuf = (char *)rbuf + shift;
+            register_buffers(e, sbuf, rbuf, bufbytes, reg);
+        }
     } else {
         sbuf = perf_mem_alloc(&e->mem, bufbytes);
         rbuf = perf_mem_alloc(&e->mem, bufbytes);
@@ -542,7 +579,14 @@ static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
         }
     }
     free(host);
-    if (o->window) {
+    for (int l = 0; l < e->nlibs; l++)
+        for (int b = 0; b < 2; b++)
+            if (reg[l][b]) LCHECK(&e->lib[l], e->lib[l].CommDeregister(e->comm[l], reg[l][b]));
+    if (o->window == 3) {
+        sbuf = (char *)sbuf - shift;
+        rbuf = (char *)rbuf - shift;
+    }
+    if (o->window == 1 || o->window == 2) {
         for (int l = 0; l < e->nlibs; l++)
             for (int b = 0; b < 2; b++)
                 if (win[l][b]) LCHECK(&e->lib[l], e->lib[l].CommWindowDeregister(e->comm[l], win[l][b]));

@@ -17,7 +17,7 @@
     X(GetLastError) X(GetVersion) X(CommCuDevice) X(AllReduce) X(ReduceScatter) X(AllGather)      \
     X(AlltoAll) X(Broadcast) X(Bcast) X(Reduce) X(Gather) X(Scatter) X(Send) X(Recv)              \
     X(RedOpCreatePreMulSum) X(RedOpDestroy) X(MemAlloc) X(MemFree) X(CommWindowRegister)                \
-    X(CommWindowDeregister)
+    X(CommWindowDeregister) X(CommRegister) X(CommDeregister)
 #define PERF_NCCL_FUNCS(X) PERF_NCCL_REQUIRED(X) PERF_NCCL_OPTIONAL(X)
 
 /* Member F has the type of a pointer to ncclF, taken from nccl.h (same ABI). */

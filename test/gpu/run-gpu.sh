@@ -61,10 +61,16 @@ step sh "$mpi" -t 300 1 mpccl-perf -C all -b 8 -e 1M -f 8 -c 1 -w 1 -n 5 -G 2
 # buffers in symmetric windows: the window kernels at every size, then the default crossover
 step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 1 -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -W 1 -b 8 -e 64M -f 8 -c 1 -w 1 -n 3
+# ncclCommRegister'd buffers (ncclMemAlloc; cudaMalloc at an offset that differs
+# between ranks): the registered kernels at every size, then the default crossover
+step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 2 -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 3 -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 "$ngpu" mpccl-perf -W 3 -b 8 -e 64M -f 8 -c 1 -w 1 -n 3
 fi
 # several processes on one GPU
 if want shared; then
 step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 3 mpccl-perf -W 3 -C all -b 1 -e 64K -f 61 -c 1 -w 1 -n 1
 fi
 # two simulated nodes: the inter-node steps go through the proxy and UCX
 if want nodes; then

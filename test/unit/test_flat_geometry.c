@@ -163,8 +163,12 @@ START_TEST(region_layout)
                 uint64_t wo = mpccl_flat_win_off(n, sl, ll, 4 << 20);
                 ck_assert_uint_eq(wo, po + mpccl_flat_p2p_bytes(n, 4 << 20));
                 ck_assert_uint_eq(wo % 16, 0);
-                /* the window barrier: a flag per source and CTA, then an epoch per CTA */
-                ck_assert_uint_eq(mpccl_flat_win_bytes(n), ((uint64_t)n + 1) * MPCCL_FLAT_MAX_CTAS * 4);
+                /* the window barrier: a flag per source and CTA, an epoch per CTA, then two
+                 * 8-byte pointers per source and CTA (16-byte aligned, after the words) */
+                uint64_t pw = mpccl_flat_win_ptrs_off(n);
+                ck_assert_uint_ge(pw, ((uint64_t)n + 1) * MPCCL_FLAT_MAX_CTAS * 4);
+                ck_assert_uint_eq((wo + pw) % 16, 0);
+                ck_assert_uint_eq(mpccl_flat_win_bytes(n), pw + (uint64_t)n * MPCCL_FLAT_MAX_CTAS * 16);
                 ck_assert_uint_eq(mpccl_flat_region_bytes(n, sl, ll, 4 << 20), wo + mpccl_flat_win_bytes(n));
             }
 }
