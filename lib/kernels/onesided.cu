@@ -16,10 +16,12 @@ __global__ void mpccl_os_signal_kernel(unsigned long long *word)
 }
 
 // A small put in one launch: every thread stores its share into the peer's
-// window, fences at system scope, and after the block barrier one thread adds
-// to the peer's counter, so a peer that sees the count sees all the bytes.
-// One CTA: puts this small are latency-bound, and one block needs no
-// grid-wide completion count.
+// window; after the block barrier one thread fences at system scope and adds
+// to the peer's counter.  The fence is cumulative: the barrier puts the other
+// threads' stores before it, so a peer that sees the count sees all the
+// bytes -- one fence instead of one per thread, which is most of a small
+// put's time.  One CTA: puts this small are latency-bound, and one block
+// needs no grid-wide completion count.
 __global__ void __launch_bounds__(512) mpccl_os_put_signal_kernel(char *dst, const char *src, size_t bytes,
                                                                   unsigned long long *word)
 {
@@ -28,11 +30,10 @@ __global__ void __launch_bounds__(512) mpccl_os_put_signal_kernel(char *dst, con
     uint4 *d4 = (uint4 *)dst;
     for (size_t i = threadIdx.x; i < nvec; i += blockDim.x) d4[i] = s4[i];
     for (size_t i = nvec * 16 + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
-    __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0) {
-        atomicAdd(word, 1ULL);
         __threadfence_system();
+        atomicAdd(word, 1ULL);
     }
 }
 
@@ -44,7 +45,10 @@ __global__ void mpccl_os_wait_kernel(mpccl_os_wait_args_t a)
     for (uint32_t i = 0; i < a.n; i++) {
         volatile unsigned long long *s = (volatile unsigned long long *)(a.sig + a.idx[i]);
         unsigned long long want = a.expected[a.idx[i]] + a.cnt[i];
-        while (*s < want) __nanosleep(256);
+        /* spin hard first (a ping-pong's answer comes within microseconds),
+         * then let the SM's other warps run */
+        for (uint32_t spins = 0; *s < want;)
+            if (++spins > 4096) __nanosleep(128);
         a.expected[a.idx[i]] = want;
     }
     // Reads of the window by later work on the stream come after the counts.
