@@ -59,6 +59,10 @@ static mpccl_setting_t settings[] = {
      NULL},
     {"FLAT_P2P_BYTES", NULL, "0",
      "flat p2p: bytes each rank keeps per peer and parity for send/recv (0: min(4M, 32M / (2 * ranks)))", NULL, NULL},
+    {"FLAT_P2P_DIRECT_BYTES", NULL, "4M",
+     "flat p2p: messages from this many bytes are stored straight into the receive buffer when the receiver "
+     "ncclCommRegister'd it (the receiver announces it first); smaller ones are always staged",
+     NULL, NULL},
     {"FLAT_P2P_CTAS", NULL, "64", "flat p2p: most CTAs one send/recv message uses (1..128, at most FLAT_CTAS / 2: sending and receiving CTAs are separate)", NULL,
      NULL},
     {"FLAT_CTAS", NULL, "128", "flat kernels: most CTAs per launch (1..128)", NULL, NULL},

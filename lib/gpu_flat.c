@@ -27,6 +27,7 @@ typedef struct {
     int32_t win;        /* collectives on symmetric windows skip the region (MPCCL_FLAT_WIN) */
     int32_t reg;        /* ... and so do those on registered buffers (MPCCL_FLAT_REG) */
     uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
+    uint64_t p2p_direct; /* send/recv messages from this size ask for a direct (registered) receive */
     uint64_t win_bytes; /* smallest call (bytes per rank) for the window path */
 } flat_settings_t;
 
@@ -68,6 +69,7 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->win = mpccl_config_int("FLAT_WIN") != 0;
     s->reg = mpccl_config_int("FLAT_REG") != 0;
     s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
+    s->p2p_direct = clamp_u64(mpccl_config_int("FLAT_P2P_DIRECT_BYTES"), 1, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
     s->allreduce = ar && !strcmp(ar, "oneshot") ? 1 : ar && !strcmp(ar, "twoshot") ? 2 : 0;
     if (ar && s->allreduce == 0 && strcmp(ar, "auto"))
@@ -351,19 +353,28 @@ int mpccl_flat_takes_p2p(const mpccl_flat_comm_t *f)
     return f && f->set.p2p;
 }
 
+/* The receive buffer of a direct message as the sending peer sees it, when
+ * it is ncclCommRegister'd here (else NULL: the message is staged). */
+static char *direct_target(const mpccl_flat_comm_t *f, const mpccl_call_t *c, uint64_t bytes)
+{
+    char *peers[MPCCL_FLAT_MAX_RANKS];
+    if (!mpccl_gpu_reg_peers(c->comm, c->task.out, bytes, peers)) return NULL;
+    return peers[c->desc.root];
+}
+
 mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **calls, int n, cudaStream_t stream)
 {
     if (n > MPCCL_FLAT_P2P_MAX_OPS)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "flat p2p launch of %d calls (at most %d)", n, MPCCL_FLAT_P2P_MAX_OPS);
-    static __thread mpccl_flat_p2p_args_t a; /* 2 KB: not on the stack, not allocated per call */
-    memset(&a, 0, offsetof(mpccl_flat_p2p_args_t, ops));
-    for (int j = 0; j < f->nranks; j++) a.region[j] = f->peer[j];
-    a.p2p_off = mpccl_flat_p2p_off(f->nranks, f->set.slice_bytes, f->set.ll_max);
-    a.p2p_slice = f->set.p2p_slice;
+    static __thread mpccl_flat_p2p_args_t a; /* 2.7 KB: not on the stack, not allocated per call */
+    memset(&a.h, 0, sizeof(a.h));
+    for (int j = 0; j < f->nranks; j++) a.h.region[j] = f->peer[j];
+    a.h.p2p_off = mpccl_flat_p2p_off(f->nranks, f->set.slice_bytes, f->set.ll_max);
+    a.h.p2p_slice = f->set.p2p_slice;
     mpccl_flat_geom_params_t gp = geom_params(f);
-    a.stride = mpccl_flat_p2p_stride(&gp);
-    a.rank = f->rank;
-    a.nranks = f->nranks;
+    a.h.stride = mpccl_flat_p2p_stride(&gp);
+    a.h.rank = f->rank;
+    a.h.nranks = f->nranks;
     uint32_t send_grid = 0, recv_grid = 0;
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -375,13 +386,16 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
         op->buf = send ? (char *)c->task.in : (char *)c->task.out;
         op->bytes = bytes;
         op->peer = c->desc.root;
-        op->send = (uint32_t)send;
+        op->send = (uint16_t)send;
+        /* both ends decide alike: from the size and the agreed settings */
+        op->sync = (uint16_t)(f->set.reg && bytes >= f->set.p2p_direct && op->peer != f->rank);
+        op->rbuf = op->sync && !send ? direct_target(f, c, bytes) : NULL;
         mpccl_flat_p2p_geometry(&gp, bytes, &op->ctas, &op->sub);
         uint32_t *grid = send ? &send_grid : &recv_grid;
         if (op->ctas > *grid) *grid = op->ctas;
     }
-    a.nops = k;
-    a.send_ctas = send_grid;
+    a.h.nops = k;
+    a.h.send_ctas = send_grid;
     if (k == 0) return MPCCL_OK;
     return mpccl_flat_p2p_launch(&a, send_grid + recv_grid, stream);
 }

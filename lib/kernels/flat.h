@@ -34,22 +34,34 @@ typedef struct mpccl_flat_args {
 } mpccl_flat_args_t;
 
 /* One send or receive of a p2p launch.  Both ends cut a message the same way
- * (from its size alone): ctas CTAs, sub bytes each per chunk. */
+ * (from its size alone): ctas CTAs, sub bytes each per chunk.
+ * Direct messages (sync = 1, both ends decide it from the size alone): before
+ * the first chunk the receiver tells the sender where its buffer is -- rbuf,
+ * the receive buffer as the sender sees it when it is ncclCommRegister'd, else
+ * NULL -- and the sender then stores straight into it (no staging, no copy
+ * out); with NULL the message is staged as any other. */
 #define MPCCL_FLAT_P2P_MAX_OPS 64
+#define MPCCL_FLAT_P2P_FEW_OPS 4 /* launches of at most this many calls pass small arguments */
 typedef struct mpccl_flat_p2p_op {
     char *buf;
+    char *rbuf; /* receives with sync: buf as the peer's process sees it, or NULL */
     uint64_t bytes;
     int32_t peer;
-    uint32_t send; /* 1: send, 0: receive */
+    uint16_t send; /* 1: send, 0: receive */
+    uint16_t sync; /* 1: the receiver announces rbuf before the first chunk */
     uint32_t ctas, sub;
 } mpccl_flat_p2p_op_t;
 
-typedef struct mpccl_flat_p2p_args {
+typedef struct mpccl_flat_p2p_head {
     char *region[MPCCL_FLAT_MAX_RANKS];
     uint64_t p2p_off, p2p_slice;
     uint32_t stride; /* bytes between CTAs' areas in a p2p slice */
     int32_t rank, nranks, nops;
     uint32_t send_ctas; /* CTAs [0, send_ctas) send, the rest receive */
+} mpccl_flat_p2p_head_t;
+
+typedef struct mpccl_flat_p2p_args {
+    mpccl_flat_p2p_head_t h;
     mpccl_flat_p2p_op_t ops[MPCCL_FLAT_P2P_MAX_OPS];
 } mpccl_flat_p2p_args_t;
 

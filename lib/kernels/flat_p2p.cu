@@ -15,14 +15,22 @@
  * A CTA moves whichever of its calls can move (thread 0 looks, all threads
  * copy), calls to the same peer in the same direction strictly in program
  * order; the two directions never wait for each other.
- * Messages are cut from their size alone: both ends agree without talking. */
+ * Messages are cut from their size alone: both ends agree without talking.
+ * Direct messages (op.sync, flat.h): before its first chunk k0 the receiver
+ * writes {rbuf, k0} into the sender's region (direct[me][g]); the sender
+ * waits for it, and with rbuf set stores each chunk at its place in the
+ * user's buffer instead of the slot (no wait for acks: no slot is reused)
+ * and raises ready as usual; the receiver copies nothing and acks.  The
+ * counters stay those of the staged protocol, so both kinds mix freely. */
 #include "kernels/flat_impl.cuh"
 
 namespace {
 
 struct p2p_state {
     uint32_t chunks[MPCCL_FLAT_P2P_MAX_OPS]; /* chunks this CTA finished, per call */
+    char *direct[MPCCL_FLAT_P2P_MAX_OPS];    /* sends: the receiver's buffer, once known */
     uint8_t fin[MPCCL_FLAT_P2P_MAX_OPS];
+    uint8_t known[MPCCL_FLAT_P2P_MAX_OPS]; /* sync calls: announced (receive) / answer read (send) */
     int act;
     uint32_t k;
     uint64_t n; /* bytes of the chosen chunk for this CTA */
@@ -30,7 +38,8 @@ struct p2p_state {
 };
 
 struct p2p {
-    const mpccl_flat_p2p_args_t &a;
+    const mpccl_flat_p2p_head_t &a;
+    const mpccl_flat_p2p_op_t *ops;
     p2p_state &sh;
     int N, me, g;
     uint32_t sending; /* this CTA's direction */
@@ -50,6 +59,12 @@ struct p2p {
     __device__ volatile uint32_t *ack(int r, int dst) const
     {
         return (volatile uint32_t *)(a.region[r] + ack_base()) + (uint64_t)dst * MPCCL_FLAT_MAX_CTAS + g;
+    }
+    __device__ uint64_t direct_base() const { return rx_base() + (uint64_t)N * MPCCL_FLAT_MAX_CTAS * 4; }
+    /* {buffer, first chunk} that src announced to r */
+    __device__ volatile unsigned long long *direct(int r, int src) const
+    {
+        return (volatile unsigned long long *)(a.region[r] + direct_base()) + ((uint64_t)src * MPCCL_FLAT_MAX_CTAS + g) * 2;
     }
     __device__ uint32_t *counter(int send, int peer) const
     {
@@ -71,22 +86,29 @@ struct p2p {
             for (int i = 0; i < a.nops; i++) {
                 if (sh.fin[i]) continue;
                 left = true;
-                const mpccl_flat_p2p_op_t &op = a.ops[i];
+                const mpccl_flat_p2p_op_t &op = ops[i];
                 bool blocked = false;
                 for (int j = 0; j < i && !blocked; j++)
-                    blocked = !sh.fin[j] && a.ops[j].peer == op.peer && a.ops[j].send == op.send;
+                    blocked = !sh.fin[j] && ops[j].peer == op.peer && ops[j].send == op.send;
                 if (blocked) continue;
                 uint32_t k = *counter(op.send, op.peer) + 1u, par = k & 1u;
                 uint64_t off = (uint64_t)sh.chunks[i] * op.ctas * op.sub + (uint64_t)g * op.sub;
                 uint64_t n = off < op.bytes ? (op.bytes - off < op.sub ? op.bytes - off : op.sub) : 0;
+                if (op.sync && !sh.known[i] && !handshake(op, i, k)) continue;
                 if (op.send) {
-                    if ((int32_t)(vload(ack(me, op.peer)) - (k - 2u)) < 0) continue;
-                    sh.ptrs.d[0] = data(op.peer, me, par);
+                    char *to = sh.direct[i];
+                    if (to) {
+                        sh.ptrs.d[0] = to + off;
+                    } else {
+                        if ((int32_t)(vload(ack(me, op.peer)) - (k - 2u)) < 0) continue;
+                        sh.ptrs.d[0] = data(op.peer, me, par);
+                    }
                     sh.ptrs.s[0] = op.buf + off;
                 } else {
                     if ((int32_t)(vload(ready(me, op.peer, par)) - k) < 0) continue;
                     sh.ptrs.s[0] = data(me, op.peer, par);
                     sh.ptrs.d[0] = op.buf + off;
+                    if (op.sync && op.rbuf) n = 0; /* the sender stored it in place */
                 }
                 __threadfence(); /* acquire: the slot is free / the chunk is here */
                 sh.act = i;
@@ -103,11 +125,33 @@ struct p2p {
         }
     }
 
+    /* Thread 0, at the first chunk k of a sync call: the receiver announces
+     * its buffer (true at once); the sender reads the announcement (true
+     * once it is there).  The receiver's earlier stream work on its buffer is
+     * complete before the announcement leaves, so the sender's stores follow it. */
+    __device__ bool handshake(const mpccl_flat_p2p_op_t &op, int i, uint32_t k) const
+    {
+        if (!op.send) {
+            volatile unsigned long long *d = direct(op.peer, me);
+            d[0] = (unsigned long long)(uintptr_t)op.rbuf;
+            __threadfence_system(); /* the address before the chunk number */
+            d[1] = k;
+            sh.known[i] = 1;
+            return true;
+        }
+        volatile unsigned long long *d = direct(me, op.peer);
+        if ((uint32_t)d[1] != k) return false;
+        __threadfence(); /* acquire: the address is the one announced with k */
+        sh.direct[i] = (char *)(uintptr_t)d[0];
+        sh.known[i] = 1;
+        return true;
+    }
+
     /* Thread 0, after the bytes moved: tell the other end, count the chunk. */
     __device__ void post() const
     {
         int i = sh.act;
-        const mpccl_flat_p2p_op_t &op = a.ops[i];
+        const mpccl_flat_p2p_op_t &op = ops[i];
         uint32_t k = sh.k;
         __threadfence_system(); /* the data (or our reads of it) before the flag */
         if (op.send) *ready(op.peer, me, k & 1u) = k;
@@ -121,7 +165,9 @@ struct p2p {
         if (threadIdx.x == 0)
             for (int i = 0; i < a.nops; i++) {
                 sh.chunks[i] = 0;
-                sh.fin[i] = a.ops[i].send != sending || (uint32_t)g >= a.ops[i].ctas || a.ops[i].bytes == 0;
+                sh.direct[i] = NULL;
+                sh.known[i] = 0;
+                sh.fin[i] = ops[i].send != sending || (uint32_t)g >= ops[i].ctas || ops[i].bytes == 0;
             }
         for (;;) {
             if (threadIdx.x == 0) select();
@@ -134,23 +180,40 @@ struct p2p {
     }
 };
 
-__global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_p2p_kernel(mpccl_flat_p2p_args_t a)
+/* Kernel arguments sized for NOPS calls: a launch copies its arguments, and
+ * most groups hold a send and a receive, not 64 calls. */
+template <int NOPS> struct p2p_params {
+    mpccl_flat_p2p_head_t h;
+    mpccl_flat_p2p_op_t ops[NOPS];
+};
+
+template <int NOPS> __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_p2p_kernel(p2p_params<NOPS> a)
 {
     __shared__ p2p_state sh;
-    uint32_t sending = blockIdx.x < a.send_ctas;
-    int g = (int)(sending ? blockIdx.x : blockIdx.x - a.send_ctas);
-    p2p{a, sh, a.nranks, a.rank, g, sending}.run();
+    uint32_t sending = blockIdx.x < a.h.send_ctas;
+    int g = (int)(sending ? blockIdx.x : blockIdx.x - a.h.send_ctas);
+    p2p{a.h, a.ops, sh, a.h.nranks, a.h.rank, g, sending}.run();
+}
+
+template <int NOPS> static void launch_with(const mpccl_flat_p2p_args_t *a, uint32_t nctas, cudaStream_t stream)
+{
+    p2p_params<NOPS> p;
+    p.h = a->h;
+    for (int i = 0; i < a->h.nops; i++) p.ops[i] = a->ops[i];
+    flat_p2p_kernel<NOPS><<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(p);
 }
 
 } // namespace
 
 extern "C" mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
-    if (nctas < 1 || nctas > 2 * MPCCL_FLAT_MAX_CTAS || a->send_ctas > nctas || a->nranks < 1 || a->nranks > MPCCL_FLAT_MAX_RANKS ||
-        a->nops < 1 || a->nops > MPCCL_FLAT_P2P_MAX_OPS)
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "flat p2p launch: %u CTAs, %d ranks, %d calls", nctas, a->nranks,
-                          a->nops);
-    flat_p2p_kernel<<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(*a);
+    const mpccl_flat_p2p_head_t *h = &a->h;
+    if (nctas < 1 || nctas > 2 * MPCCL_FLAT_MAX_CTAS || h->send_ctas > nctas || h->nranks < 1 ||
+        h->nranks > MPCCL_FLAT_MAX_RANKS || h->nops < 1 || h->nops > MPCCL_FLAT_P2P_MAX_OPS)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "flat p2p launch: %u CTAs, %d ranks, %d calls", nctas, h->nranks,
+                          h->nops);
+    if (h->nops <= MPCCL_FLAT_P2P_FEW_OPS) launch_with<MPCCL_FLAT_P2P_FEW_OPS>(a, nctas, stream);
+    else launch_with<MPCCL_FLAT_P2P_MAX_OPS>(a, nctas, stream);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return mpccl_fail(MPCCL_ERR_CUDA, "launching the flat p2p kernel failed: %s", cudaGetErrorString(e));

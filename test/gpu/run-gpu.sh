@@ -66,11 +66,14 @@ step sh "$mpi" -t 300 "$ngpu" mpccl-perf -W 1 -b 8 -e 64M -f 8 -c 1 -w 1 -n 3
 step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 2 -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 3 -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -W 3 -b 8 -e 64M -f 8 -c 1 -w 1 -n 3
+# send/recv stored straight into registered receive buffers, at every size
+step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 "$ngpu" mpccl-perf -W 3 -C sendrecv -d all -b 1 -e 16M -f 7 -c 1 -w 1 -n 1
 fi
 # several processes on one GPU
 if want shared; then
 step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 3 mpccl-perf -W 3 -C all -b 1 -e 64K -f 61 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 3 mpccl-perf -W 3 -C sendrecv -b 1 -e 4M -f 13 -c 1 -w 1 -n 1
 fi
 # two simulated nodes: the inter-node steps go through the proxy and UCX
 if want nodes; then
@@ -84,6 +87,7 @@ fi
 if want onesided && [ -x "$top_builddir/test/mpi/test_onesided" ]; then
     step sh "$mpi" -t 300 "$ngpu" test/mpi/test_onesided
     step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_onesided
+    step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1M "$ngpu" test/mpi/test_onesided
     step sh "$mpi" -t 300 -n 2 2 test/mpi/test_onesided
     step sh "$mpi" -t 300 2 examples/onesided_pingpong -b 8 -e 64M -n 200 -w 20
 fi

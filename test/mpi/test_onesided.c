@@ -222,6 +222,54 @@ START_TEST(test_release_with_comm)
 }
 END_TEST
 
+/* Send/recv into ncclCommRegister'd receive buffers (GPU communicators store
+ * large messages straight into them) next to unregistered ones: in round
+ * "mix" only even ranks register, so every pair of directions differs.  Three
+ * messages per direction in one group (order per peer), at odd sizes and
+ * offsets around MPCCL_FLAT_P2P_DIRECT_BYTES (4 MB); check-gpu also runs it with
+ * that set to 1M. */
+START_TEST(test_registered_sendrecv)
+{
+    static const size_t sizes[3] = {(4u << 20) + 7, 4099, (1u << 20) + 16};
+    static const size_t offs[3] = {0, (4u << 20) + 16, (4u << 20) + 8192 + 3};
+    size_t total = offs[2] + sizes[2];
+    int n = t_nranks, next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
+    /* sources 5 bytes further into their allocation than the receive buffers:
+     * sender and receiver misaligned differently */
+    unsigned char *src0 = perf_mem_alloc(&t_mem, total + 5), *src = src0 + 5, *dst = perf_mem_alloc(&t_mem, total);
+    unsigned char *h = malloc(total);
+    const char *rounds[3] = {"mix", "all", "none"};
+    for (int r = 0; r < 3 && t_failures() == 0; r++) {
+        int reg = r == 1 || (r == 0 && t_rank % 2 == 0);
+        void *handle = NULL;
+        if (reg) T_NCCL(ncclCommRegister(t_comm, dst, total, &handle));
+        for (int m = 0; m < 3; m++) fill(h + offs[m], sizes[m], piece_seed(500 + r * 3 + m, t_rank, next));
+        T_EXPECT(perf_mem_put(&t_mem, src, h, total) == 0, "upload");
+        memset(h, 0, total);
+        T_EXPECT(perf_mem_put(&t_mem, dst, h, total) == 0, "clear");
+        T_NCCL(ncclGroupStart());
+        for (int m = 0; m < 3; m++) {
+            T_NCCL(ncclSend(src + offs[m], sizes[m], ncclUint8, next, t_comm, t_mem.stream));
+            T_NCCL(ncclRecv(dst + offs[m], sizes[m], ncclUint8, prev, t_comm, t_mem.stream));
+        }
+        T_NCCL(ncclGroupEnd());
+        T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream sync failed");
+        T_EXPECT(perf_mem_get(&t_mem, h, dst, total) == 0, "download");
+        for (int m = 0; m < 3; m++) {
+            char what[96];
+            snprintf(what, sizeof(what), "round %s (registered here: %d) message %d of %zu bytes from rank %d",
+                     rounds[r], reg, m, sizes[m], prev);
+            check(h + offs[m], sizes[m], piece_seed(500 + r * 3 + m, prev, t_rank), what);
+        }
+        if (reg) T_NCCL(ncclCommDeregister(t_comm, handle));
+    }
+    free(h);
+    perf_mem_free(&t_mem, src0);
+    perf_mem_free(&t_mem, dst);
+    T_END();
+}
+END_TEST
+
 /* Every rank puts a piece into every peer's window at offset rank * blk, for
  * several rounds (contexts rotate); a signal barrier separates rounds so no
  * piece is overwritten before its check. */
@@ -486,6 +534,7 @@ static Suite *onesided_suite(void)
     tcase_add_test(tc, test_properties);
     tcase_add_test(tc, test_register);
     tcase_add_test(tc, test_release_with_comm);
+    tcase_add_test(tc, test_registered_sendrecv);
     tcase_add_test(tc, test_alltoall_rounds);
     tcase_add_test(tc, test_opcnt_order);
     tcase_add_test(tc, test_bad_input);
