@@ -18,8 +18,8 @@
  * Messages are cut from their size alone: both ends agree without talking.
  * Direct messages (op.sync, flat.h): before its first chunk k0 the receiver
  * writes {rbuf, k0} into the sender's region (direct[me][g]); the sender
- * waits for it, and with rbuf set stores each chunk at its place in the
- * user's buffer instead of the slot (no wait for acks: no slot is reused)
+ * waits for it, and with rbuf set stores its whole part of the message (one
+ * chunk per CTA) straight into the user's buffer (no slot, no wait for acks)
  * and raises ready as usual; the receiver copies nothing and acks.  The
  * counters stay those of the staged protocol, so both kinds mix freely. */
 #include "kernels/flat_impl.cuh"
@@ -70,9 +70,21 @@ struct p2p {
     {
         return (uint32_t *)(a.region[me] + (send ? tx_base() : rx_base())) + (uint64_t)peer * MPCCL_FLAT_MAX_CTAS + g;
     }
-    __device__ uint64_t nchunks(const mpccl_flat_p2p_op_t &op) const
+    /* A direct message has no slot to fit: it is one chunk per CTA, so each
+     * CTA streams its whole part and raises one flag (both ends know it is
+     * direct once the handshake is done). */
+    __device__ bool is_direct(const mpccl_flat_p2p_op_t &op, int i) const
     {
-        uint64_t chunk = (uint64_t)op.ctas * op.sub;
+        return op.send ? sh.direct[i] != NULL : op.sync && op.rbuf;
+    }
+    __device__ uint64_t sub_of(const mpccl_flat_p2p_op_t &op, int i) const
+    {
+        if (!is_direct(op, i)) return op.sub;
+        return ((op.bytes + op.ctas - 1) / op.ctas + 15) / 16 * 16;
+    }
+    __device__ uint64_t nchunks(const mpccl_flat_p2p_op_t &op, int i) const
+    {
+        uint64_t chunk = (uint64_t)op.ctas * sub_of(op, i);
         return (op.bytes + chunk - 1) / chunk;
     }
 
@@ -92,9 +104,9 @@ struct p2p {
                     blocked = !sh.fin[j] && ops[j].peer == op.peer && ops[j].send == op.send;
                 if (blocked) continue;
                 uint32_t k = *counter(op.send, op.peer) + 1u, par = k & 1u;
-                uint64_t off = (uint64_t)sh.chunks[i] * op.ctas * op.sub + (uint64_t)g * op.sub;
-                uint64_t n = off < op.bytes ? (op.bytes - off < op.sub ? op.bytes - off : op.sub) : 0;
                 if (op.sync && !sh.known[i] && !handshake(op, i, k)) continue;
+                uint64_t sub = sub_of(op, i), off = (uint64_t)sh.chunks[i] * op.ctas * sub + (uint64_t)g * sub;
+                uint64_t n = off < op.bytes ? (op.bytes - off < sub ? op.bytes - off : sub) : 0;
                 if (op.send) {
                     char *to = sh.direct[i];
                     if (to) {
@@ -157,7 +169,7 @@ struct p2p {
         if (op.send) *ready(op.peer, me, k & 1u) = k;
         else *ack(op.peer, me) = k;
         *counter(op.send, op.peer) = k;
-        if (++sh.chunks[i] == nchunks(op)) sh.fin[i] = 1;
+        if (++sh.chunks[i] == nchunks(op, i)) sh.fin[i] = 1;
     }
 
     __device__ void run() const
