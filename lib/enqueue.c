@@ -80,7 +80,7 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
     /* An eager GPU call is launched before this returns: it lives on the stack. */
     mpccl_call_t eager_call;
     int eager = comm->gpu && mpccl_group_depth() == 0;
-    mpccl_call_t *call = eager ? memset(&eager_call, 0, sizeof(eager_call)) : calloc(1, sizeof(*call));
+    mpccl_call_t *call = eager ? memset(&eager_call, 0, sizeof(eager_call)) : mpccl_call_alloc();
     if (!call) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
     call->comm = comm;
     call->stream = (void *)stream; /* host communicators ignore it: they complete before returning */

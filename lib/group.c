@@ -33,12 +33,56 @@ int mpccl_group_depth(void)
     return group_depth;
 }
 
+/* Freed call records of this thread, at most CALL_CACHE_MAX; the key's
+ * destructor frees them when the thread exits. */
+#define CALL_CACHE_MAX 256
+static __thread mpccl_call_t *call_cache;
+static __thread int call_cache_n;
+static pthread_key_t call_cache_key;
+static pthread_once_t call_cache_once = PTHREAD_ONCE_INIT;
+
+static void call_cache_drop(void *unused)
+{
+    (void)unused;
+    while (call_cache) {
+        mpccl_call_t *next = call_cache->next;
+        free(call_cache);
+        call_cache = next;
+    }
+    call_cache_n = 0;
+}
+
+static void call_cache_init(void)
+{
+    (void)pthread_key_create(&call_cache_key, call_cache_drop);
+}
+
+mpccl_call_t *mpccl_call_alloc(void)
+{
+    mpccl_call_t *op = call_cache;
+    if (!op) return calloc(1, sizeof(*op));
+    call_cache = op->next;
+    call_cache_n--;
+    return memset(op, 0, sizeof(*op));
+}
+
 void mpccl_call_free(mpccl_call_t *op)
 {
     if (!op) return;
     if (op->exec) mpccl_exec_free(op->exec);
     mpccl_sched_free(&op->sched);
-    free(op);
+    if (call_cache_n >= CALL_CACHE_MAX) {
+        free(op);
+        return;
+    }
+    if (call_cache_n == 0) {
+        /* the key's value only has to be non-NULL for its destructor to run */
+        pthread_once(&call_cache_once, call_cache_init);
+        (void)pthread_setspecific(call_cache_key, &call_cache);
+    }
+    op->next = call_cache;
+    call_cache = op;
+    call_cache_n++;
 }
 
 static double now_seconds(void)
@@ -171,11 +215,18 @@ static mpccl_status_t launch_gpu_calls(mpccl_call_t *ops)
     mpccl_status_t st = MPCCL_OK;
     int n = 0;
     for (mpccl_call_t *op = ops; op; op = op->next) n++;
-    mpccl_call_t **p2p = calloc((size_t)n + 1, sizeof(*p2p));
-    char *done = calloc((size_t)n + 1, 1);
+    /* groups of up to SMALL_GROUP calls (nearly all) allocate nothing */
+    enum { SMALL_GROUP = 64 };
+    mpccl_call_t *p2p_small[SMALL_GROUP];
+    char done_small[SMALL_GROUP];
+    int small = n <= SMALL_GROUP;
+    mpccl_call_t **p2p = small ? p2p_small : calloc((size_t)n, sizeof(*p2p));
+    char *done = small ? memset(done_small, 0, sizeof(done_small)) : calloc((size_t)n, 1);
     if (!p2p || !done) {
-        free(p2p);
-        free(done);
+        if (!small) {
+            free(p2p);
+            free(done);
+        }
         return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory launching a group of %d calls", n);
     }
     int i = 0;
@@ -196,8 +247,10 @@ static mpccl_status_t launch_gpu_calls(mpccl_call_t *ops)
         }
         if (st != MPCCL_OK) fail_comm(comm, st);
     }
-    free(p2p);
-    free(done);
+    if (!small) {
+        free(p2p);
+        free(done);
+    }
     return st;
 #else
     (void)ops;
