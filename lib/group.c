@@ -33,37 +33,26 @@ int mpccl_group_depth(void)
     return group_depth;
 }
 
-/* Freed call records of this thread, at most CALL_CACHE_MAX; the key's
- * destructor frees them when the thread exits. */
+/* Freed call records, at most CALL_CACHE_MAX, shared by the process's
+ * threads.  Not per thread: a pthread key to free a thread's cache at exit
+ * collides with other libraries' keys when mpccl is loaded a second time with
+ * dlmopen (mpccl-perf --compare), and a lock without contention costs less
+ * than malloc and free. */
 #define CALL_CACHE_MAX 256
-static __thread mpccl_call_t *call_cache;
-static __thread int call_cache_n;
-static pthread_key_t call_cache_key;
-static pthread_once_t call_cache_once = PTHREAD_ONCE_INIT;
-
-static void call_cache_drop(void *unused)
-{
-    (void)unused;
-    while (call_cache) {
-        mpccl_call_t *next = call_cache->next;
-        free(call_cache);
-        call_cache = next;
-    }
-    call_cache_n = 0;
-}
-
-static void call_cache_init(void)
-{
-    (void)pthread_key_create(&call_cache_key, call_cache_drop);
-}
+static pthread_mutex_t call_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static mpccl_call_t *call_cache;
+static int call_cache_n;
 
 mpccl_call_t *mpccl_call_alloc(void)
 {
+    pthread_mutex_lock(&call_cache_mu);
     mpccl_call_t *op = call_cache;
-    if (!op) return calloc(1, sizeof(*op));
-    call_cache = op->next;
-    call_cache_n--;
-    return memset(op, 0, sizeof(*op));
+    if (op) {
+        call_cache = op->next;
+        call_cache_n--;
+    }
+    pthread_mutex_unlock(&call_cache_mu);
+    return op ? memset(op, 0, sizeof(*op)) : calloc(1, sizeof(*op));
 }
 
 void mpccl_call_free(mpccl_call_t *op)
@@ -71,18 +60,15 @@ void mpccl_call_free(mpccl_call_t *op)
     if (!op) return;
     if (op->exec) mpccl_exec_free(op->exec);
     mpccl_sched_free(&op->sched);
-    if (call_cache_n >= CALL_CACHE_MAX) {
-        free(op);
-        return;
+    pthread_mutex_lock(&call_cache_mu);
+    int keep = call_cache_n < CALL_CACHE_MAX;
+    if (keep) {
+        op->next = call_cache;
+        call_cache = op;
+        call_cache_n++;
     }
-    if (call_cache_n == 0) {
-        /* the key's value only has to be non-NULL for its destructor to run */
-        pthread_once(&call_cache_once, call_cache_init);
-        (void)pthread_setspecific(call_cache_key, &call_cache);
-    }
-    op->next = call_cache;
-    call_cache = op;
-    call_cache_n++;
+    pthread_mutex_unlock(&call_cache_mu);
+    if (!keep) free(op);
 }
 
 static double now_seconds(void)

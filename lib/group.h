@@ -43,9 +43,9 @@ int mpccl_group_depth(void);
 /* Drops whatever the current group collected (an error inside the group). */
 void mpccl_group_discard_comm(ncclComm_t comm);
 
-/* A zeroed call record, from a per-thread cache of freed ones (a group's calls
- * cost no malloc once the thread has run a group of that size); NULL when out
- * of memory.  mpccl_call_free releases its schedule and returns it. */
+/* A zeroed call record, from a process-wide cache of freed ones (a group's
+ * calls cost no malloc once a group of that size has run); NULL when out of
+ * memory.  mpccl_call_free releases its schedule and returns it. */
 mpccl_call_t *mpccl_call_alloc(void);
 void mpccl_call_free(mpccl_call_t *op);
 
