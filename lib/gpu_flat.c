@@ -355,7 +355,7 @@ int mpccl_flat_takes_p2p(const mpccl_flat_comm_t *f)
 
 /* The receive buffer of a direct message as the sending peer sees it, when
  * it is ncclCommRegister'd here (else NULL: the message is staged). */
-static char *direct_target(const mpccl_flat_comm_t *f, const mpccl_call_t *c, uint64_t bytes)
+static char *direct_target(const mpccl_call_t *c, uint64_t bytes)
 {
     char *peers[MPCCL_FLAT_MAX_RANKS];
     if (!mpccl_gpu_reg_peers(c->comm, c->task.out, bytes, peers)) return NULL;
@@ -389,7 +389,7 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
         op->send = (uint16_t)send;
         /* both ends decide alike: from the size and the agreed settings */
         op->sync = (uint16_t)(f->set.reg && bytes >= f->set.p2p_direct && op->peer != f->rank);
-        op->rbuf = op->sync && !send ? direct_target(f, c, bytes) : NULL;
+        op->rbuf = op->sync && !send ? direct_target(c, bytes) : NULL;
         mpccl_flat_p2p_geometry(&gp, bytes, &op->ctas, &op->sub);
         uint32_t *grid = send ? &send_grid : &recv_grid;
         if (op->ctas > *grid) *grid = op->ctas;

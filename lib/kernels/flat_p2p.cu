@@ -120,7 +120,7 @@ struct p2p {
                     if ((int32_t)(vload(ready(me, op.peer, par)) - k) < 0) continue;
                     sh.ptrs.s[0] = data(me, op.peer, par);
                     sh.ptrs.d[0] = op.buf + off;
-                    if (op.sync && op.rbuf) n = 0; /* the sender stored it in place */
+                    if (is_direct(op, i)) n = 0; /* the sender stored it in place */
                 }
                 __threadfence(); /* acquire: the slot is free / the chunk is here */
                 sh.act = i;
