@@ -82,6 +82,15 @@ static mpccl_setting_t settings[] = {
      "flat kernels: collectives whose input and output lie in ncclCommRegister'd buffers (on every rank, as NCCL "
      "requires) read and write the peers' buffers directly from MPCCL_FLAT_WIN_BYTES on; ncclCommRegister maps "
      "each buffer into the peer processes (0: registration maps nothing, calls go through the region)", NULL, NULL},
+    {"PUT_KERNEL_BYTES", NULL, "4M",
+     "ncclPutSignal on GPU comms: puts up to this many bytes are one kernel that stores into the peer's window and "
+     "signals; larger ones are a copy-engine copy, then a signal kernel",
+     NULL, NULL},
+    {"PUT_ONE_CTA_BYTES", NULL, "64K",
+     "ncclPutSignal: puts up to this many bytes run on one CTA (more CTAs need a grid barrier, ~1 us)", NULL, NULL},
+    {"PUT_CTAS", NULL, "32", "ncclPutSignal: most CTAs of the put kernel (1..128)", NULL, NULL},
+    {"PUT_CTA_BYTES", NULL, "8K", "ncclPutSignal: above PUT_ONE_CTA_BYTES, one CTA of the put kernel per this many bytes",
+     NULL, NULL},
     {"CHECK_POINTERS", "NCCL_CHECK_POINTERS", "1",
      "1: each GPU call asks the driver what its buffers are (pageable or another device's memory -> "
      "ncclInvalidArgument); 0: only NULL is caught, as NCCL does by default (two driver queries less per call)",

@@ -2,10 +2,10 @@
  * node (doc/ONESIDED.md).  Windows (cudaMalloc or ncclMemAlloc memory) and the
  * signal area are exported to the node's peers (lib/ipc.c) at registration, so each rank holds
  * device pointers into its node peers' windows and counters.  A put up to
- * MPCCL_OS_FUSED_MAX bytes is one kernel that stores into the peer's window
- * and then adds 1 to the peer's counter; a larger one is a peer copy
- * (cudaMemcpyAsync, the copy engines' bandwidth) followed on the same stream
- * by the signal kernel.  A wait is a kernel that spins on this rank's
+ * MPCCL_PUT_KERNEL_BYTES is one kernel (up to MPCCL_PUT_CTAS CTAs) that
+ * stores into the peer's window and then adds 1 to the peer's counter; a
+ * larger one is a peer copy (cudaMemcpyAsync, the copy engines) followed on
+ * the same stream by the signal kernel.  A wait is a kernel that spins on this rank's
  * counters.  Peers on other nodes: refused (the GPU-direct
  * transport brings them). */
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "build_config.h"
+#include "config.h"
 #include "cuda_rt.h"
 #include "ipc.h"
 #include "kernels/onesided.h"
@@ -24,6 +25,8 @@ struct mpccl_win_gpu {
     void *area;             /* device: counters [nsig_words] then expected [nsig_words] */
     mpccl_ipc_desc_t *desc; /* [nranks] every rank's area */
     uint64_t **peer_sig;    /* [nranks] counters of reachable peers in this address space, else NULL */
+    uint64_t put_kernel_bytes, put_one_cta_bytes, put_cta_bytes; /* MPCCL_PUT_* */
+    unsigned put_ctas;
 };
 
 struct mpccl_wingpu {
@@ -216,6 +219,19 @@ mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
         free(g);
         return st;
     }
+    int64_t v = mpccl_config_int("PUT_KERNEL_BYTES");
+    g->put_kernel_bytes = v < 0 ? 0 : (uint64_t)v;
+    v = mpccl_config_int("PUT_ONE_CTA_BYTES");
+    g->put_one_cta_bytes = v < 0 ? 0 : (uint64_t)v;
+    v = mpccl_config_int("PUT_CTA_BYTES");
+    g->put_cta_bytes = v < 1 ? 1 : (uint64_t)v;
+    v = mpccl_config_int("PUT_CTAS");
+    g->put_ctas = v < 1 ? 1 : v > 128 ? 128 : (unsigned)v;
+    if (mpccl_cuda_push_device(comm->cuda_dev, &saved) == MPCCL_OK) {
+        unsigned fit = mpccl_os_put_max_ctas(comm->cuda_dev);
+        if (g->put_ctas > fit) g->put_ctas = fit;
+        mpccl_cuda_restore_device(saved);
+    }
     ws->gpu = g;
     return MPCCL_OK;
 }
@@ -309,6 +325,18 @@ static mpccl_status_t check_peer_reachable(ncclComm_t comm, int peer, const char
                       fn, peer, comm->cuda_dev);
 }
 
+/* CTAs of the put kernel for a put of bytes (0: the copy engines).  One CTA
+ * while its copy takes less than the grid barrier that more would need: up to
+ * 64 KB it moves them in ~0.5 us on one GPU and ~1.7 us over NVLink, the
+ * barrier costs ~1 us (doc/PERFORMANCE.md, seventh session). */
+static unsigned put_kernel_ctas(const struct mpccl_win_gpu *g, size_t bytes)
+{
+    if (bytes == 0 || bytes > g->put_kernel_bytes) return 0;
+    if (bytes <= g->put_one_cta_bytes) return 1;
+    uint64_t n = (bytes + g->put_cta_bytes - 1) / g->put_cta_bytes;
+    return n < g->put_ctas ? (unsigned)n : g->put_ctas;
+}
+
 mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
                                     struct mpccl_win *w, size_t offset, int sig, int ctx,
                                     cudaStream_t stream)
@@ -319,10 +347,12 @@ mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t byt
     int saved;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     mpccl_status_t st = MPCCL_OK;
-    uint64_t *word = comm->win->gpu->peer_sig[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank);
-    if (w && bytes && bytes <= MPCCL_OS_FUSED_MAX) {
-        /* Latency: one launch stores the data and signals. */
-        st = mpccl_os_put_signal_launch(w->gpu->peer_base[peer] + offset, src, bytes, word, stream);
+    struct mpccl_win_gpu *g = comm->win->gpu;
+    uint64_t *word = g->peer_sig[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank);
+    unsigned nctas = w ? put_kernel_ctas(g, bytes) : 0;
+    if (nctas) {
+        /* One launch stores the data and signals. */
+        st = mpccl_os_put_signal_launch(w->gpu->peer_base[peer] + offset, src, bytes, word, nctas, stream);
     } else {
         if (w && bytes) {
             cudaError_t e = cudaMemcpyAsync(w->gpu->peer_base[peer] + offset, src, bytes, cudaMemcpyDefault, stream);

@@ -27,14 +27,16 @@ typedef struct mpccl_os_wait_args {
 /* After everything before it on stream: makes prior writes visible system
  * wide, then adds 1 to *word (a peer's counter, mapped over CUDA IPC). */
 mpccl_status_t mpccl_os_signal_launch(uint64_t *word, cudaStream_t stream);
-/* Puts up to this many bytes with one kernel that stores the data into the
- * peer's window and then signals (larger puts: a copy, then the signal
- * kernel, which keeps the copy engines' bandwidth). */
-#define MPCCL_OS_FUSED_MAX (64u << 10)
-/* One kernel: copies bytes from src (this GPU) to dst (a peer's window, over
- * P2P), makes the stores visible system wide, then adds 1 to *word. */
+/* Threads per CTA of the put kernel. */
+#define MPCCL_OS_PUT_THREADS 512
+/* One kernel of nctas CTAs (more than one: a cooperative launch, at most
+ * mpccl_os_put_max_ctas): copies bytes from src (this GPU) to dst (a peer's
+ * window, over P2P), makes the stores visible system wide, then adds 1 to
+ * *word. */
 mpccl_status_t mpccl_os_put_signal_launch(void *dst, const void *src, size_t bytes, uint64_t *word,
-                                          cudaStream_t stream);
+                                          unsigned nctas, cudaStream_t stream);
+/* CTAs of the put kernel that fit on device dev at once (the current device). */
+unsigned mpccl_os_put_max_ctas(int dev);
 /* Waits on the device until every counter reached its expected count plus
  * its cnt, then advances the expected counts. */
 mpccl_status_t mpccl_os_wait_launch(const mpccl_os_wait_args_t *a, cudaStream_t stream);

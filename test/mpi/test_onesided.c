@@ -484,7 +484,8 @@ END_TEST
 #ifdef T_CUDA
 /* GPU communicators: a put and a wait captured into a CUDA graph and replayed;
  * each replay must move that replay's data (the wait counts in device memory,
- * nothing baked in at capture). */
+ * nothing baked in at capture).  The put is large enough for the put kernel's
+ * cooperative multi-CTA launch. */
 START_TEST(test_graph_replay)
 {
     if (!rma_supported()) {
@@ -492,7 +493,7 @@ START_TEST(test_graph_replay)
         return;
     }
     int n = t_nranks, next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
-    size_t bytes = 3 * 4096 + 17;
+    size_t bytes = 3 * 65536 + 17;
     unsigned char *wbuf = win_alloc(bytes), *src = perf_mem_alloc(&t_mem, bytes), *h = malloc(bytes);
     ncclWindow_t win = NULL;
     T_NCCL(ncclCommWindowRegister(t_comm, wbuf, bytes, &win, NCCL_WIN_DEFAULT));
@@ -527,6 +528,58 @@ START_TEST(test_graph_replay)
 END_TEST
 #endif
 
+/* Puts of awkward sizes at misaligned source and window offsets, each to the
+ * next rank: sizes around the put kernel's one-CTA limit
+ * (MPCCL_PUT_ONE_CTA_BYTES, 64K) and its copy-engine limit
+ * (MPCCL_PUT_KERNEL_BYTES, 4M), offsets that share no alignment.  Guard bytes either side of each piece must keep what
+ * the window held. */
+START_TEST(test_put_sizes)
+{
+    if (!rma_supported()) {
+        T_END();
+        return;
+    }
+    static const size_t sizes[] = {1, 15, 8191, 8193, (64u << 10) + 7, (1u << 20) + 5, (5u << 20) + 3};
+    static const size_t offs[][2] = {{0, 0}, {3, 3}, {1, 6}, {8, 4}, {2, 0}}; /* {source, window} */
+    const size_t guard = 32, most = (5u << 20) + 3, wbytes = most + 2 * guard + 16;
+    int n = t_nranks, next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
+    unsigned char *wbuf = win_alloc(wbytes), *src = perf_mem_alloc(&t_mem, most + 16), *h = malloc(wbytes);
+    ncclWindow_t win = NULL;
+    T_NCCL(ncclCommWindowRegister(t_comm, wbuf, wbytes, &win, NCCL_WIN_DEFAULT));
+    int round = 0;
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+        for (size_t oi = 0; oi < sizeof(offs) / sizeof(offs[0]) && t_failures() == 0; oi++, round++) {
+            size_t bytes = sizes[si], so = offs[oi][0], wo = offs[oi][1] + guard;
+            fill(h, wbytes, piece_seed(400 + round, -1, t_rank)); /* the window before the put */
+            T_EXPECT(perf_mem_put(&t_mem, wbuf, h, wbytes) == 0, "upload window");
+            fill(h, bytes, piece_seed(400 + round, t_rank, next));
+            T_EXPECT(perf_mem_put(&t_mem, src + so, h, bytes) == 0, "upload source");
+            signal_barrier(t_comm, 3); /* every window is filled before any put lands */
+            T_NCCL(ncclPutSignal(src + so, bytes, ncclUint8, next, win, wo, 0, 0, 0, t_comm, t_mem.stream));
+            ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = prev, .sigIdx = 0, .ctx = 0};
+            T_NCCL(ncclWaitSignal(1, &d, t_comm, t_mem.stream));
+            T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream sync failed");
+            T_EXPECT(perf_mem_get(&t_mem, h, wbuf, wbytes) == 0, "download");
+            char what[96];
+            snprintf(what, sizeof(what), "put of %zu bytes from offset %zu to window offset %zu from rank %d", bytes,
+                     so, wo, prev);
+            if (check(h + wo, bytes, piece_seed(400 + round, prev, t_rank), what)) continue;
+            unsigned char *before = malloc(wbytes);
+            fill(before, wbytes, piece_seed(400 + round, -1, t_rank));
+            T_EXPECT(memcmp(h + wo - guard, before + wo - guard, guard) == 0 &&
+                         memcmp(h + wo + bytes, before + wo + bytes, guard) == 0,
+                     "%s: bytes next to the piece changed", what);
+            free(before);
+        }
+    signal_barrier(t_comm, 3);
+    T_NCCL(ncclCommWindowDeregister(t_comm, win));
+    free(h);
+    perf_mem_free(&t_mem, src);
+    win_free(wbuf);
+    T_END();
+}
+END_TEST
+
 static Suite *onesided_suite(void)
 {
     Suite *s = suite_create("onesided");
@@ -537,6 +590,7 @@ static Suite *onesided_suite(void)
     tcase_add_test(tc, test_registered_sendrecv);
     tcase_add_test(tc, test_alltoall_rounds);
     tcase_add_test(tc, test_opcnt_order);
+    tcase_add_test(tc, test_put_sizes);
     tcase_add_test(tc, test_bad_input);
 #ifdef T_CUDA
     if (t_mem.gpu) tcase_add_test(tc, test_graph_replay); /* GPU communicators only */
