@@ -8,6 +8,7 @@
 #include "build_config.h"
 #include "config.h"
 #include "group.h"
+#include "p2p_schedule.h"
 #include "estimate.h"
 #include "log.h"
 #ifdef MPCCL_HAVE_CUDA
@@ -190,6 +191,43 @@ static void link_collectives(mpccl_call_t *ops)
     }
 }
 
+#ifdef MPCCL_HAVE_CUDA
+/* A communicator's p2p calls of a group: one launch when its call table holds
+ * them, else launches cut so that none waits for a later one on another rank
+ * (p2p_schedule.h). */
+static mpccl_status_t launch_p2p_calls(ncclComm_t comm, mpccl_call_t **p2p, int np)
+{
+    enum { TABLE = MPCCL_ENGINE_MAX_BUFS - 3 };
+    if (np <= TABLE) return mpccl_gpu_launch_p2p(p2p, np);
+    mpccl_p2p_call_ref_t *refs = malloc((size_t)np * sizeof(*refs));
+    int *order = malloc((size_t)np * sizeof(*order));
+    uint64_t *key = malloc((size_t)np * sizeof(*key));
+    mpccl_call_t **batch = malloc((size_t)TABLE * sizeof(*batch));
+    mpccl_status_t st = MPCCL_OK;
+    int launches = -1;
+    if (refs && order && key && batch) {
+        for (int i = 0; i < np; i++) {
+            refs[i].peer = p2p[i]->desc.root;
+            refs[i].send = p2p[i]->desc.coll == MPCCL_COLL_SEND;
+        }
+        launches = mpccl_p2p_schedule(comm->rank, comm->nranks, refs, np, TABLE, order, key);
+    }
+    if (launches < 0) st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory scheduling a group of %d send/recv calls", np);
+    else
+        MPCCL_INFO(MPCCL_SUB_P2P, "group of %d send/recv calls on rank %d: %d launches", np, comm->rank, launches);
+    for (int i = 0; i < np && st == MPCCL_OK;) {
+        int m = 0;
+        for (uint64_t k = key[i]; i < np && key[i] == k; i++) batch[m++] = p2p[order[i]];
+        st = mpccl_gpu_launch_p2p(batch, m);
+    }
+    free(refs);
+    free(order);
+    free(key);
+    free(batch);
+    return st;
+}
+#endif
+
 /* GPU calls only enqueue work on their streams.  Per communicator (in order of
  * first appearance): its collectives in program order, then its p2p calls as one
  * launch.  Every rank must put messages into a pair's channels in the same order,
@@ -226,11 +264,7 @@ static mpccl_status_t launch_gpu_calls(mpccl_call_t *ops)
             if (op->is_p2p) p2p[np++] = op;
             else st = mpccl_gpu_launch(op);
         }
-        /* Beyond one launch's buffer table the calls go in several launches. */
-        for (int k = 0; k < np && st == MPCCL_OK; k += MPCCL_ENGINE_MAX_BUFS - 3) {
-            int m = np - k < MPCCL_ENGINE_MAX_BUFS - 3 ? np - k : MPCCL_ENGINE_MAX_BUFS - 3;
-            st = mpccl_gpu_launch_p2p(p2p + k, m);
-        }
+        if (np > 0 && st == MPCCL_OK) st = launch_p2p_calls(comm, p2p, np);
         if (st != MPCCL_OK) fail_comm(comm, st);
     }
     if (!small) {

@@ -197,6 +197,49 @@ START_TEST(test_p2p_order)
 }
 END_TEST
 
+/* More calls in one group than a GPU launch holds (61), each message larger
+ * than the staging between a pair: all K sends to the next rank first, then
+ * all K receives from the previous one.  Cut into launches in program order,
+ * every rank's first launch would hold only sends whose receives sit in the
+ * peers' second launches (p2p_schedule.h). */
+START_TEST(test_many_p2p)
+{
+    enum { K = 40 };
+    size_t cnt = t_level >= 2 ? (256u << 10) : (64u << 10); /* floats: 1 MB or 256 KB */
+    int n = t_nranks, next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
+    void *sbuf[K], *rbuf[K];
+    perf_data_t d;
+    unsigned char *h = malloc(cnt * 4);
+    T_EXPECT(h != NULL, "out of memory");
+    for (int k = 0; k < K; k++) {
+        sbuf[k] = perf_mem_alloc(&t_mem, cnt * 4);
+        rbuf[k] = perf_mem_alloc(&t_mem, cnt * 4);
+        T_EXPECT(sbuf[k] && rbuf[k], "out of memory");
+        perf_data_init(&d, ncclFloat32, PERF_COPY, n, t_seed + 500 + (uint64_t)k);
+        perf_fill(&d, t_rank, 0, cnt, h);
+        perf_mem_put(&t_mem, sbuf[k], h, cnt * 4);
+    }
+    T_NCCL(ncclGroupStart());
+    for (int k = 0; k < K; k++)
+        T_RESULT(ncclSend(sbuf[k], cnt, ncclFloat32, next, t_comm, t_mem.stream), ncclSuccess, t_comm);
+    for (int k = 0; k < K; k++)
+        T_RESULT(ncclRecv(rbuf[k], cnt, ncclFloat32, prev, t_comm, t_mem.stream), ncclSuccess, t_comm);
+    T_NCCL(ncclGroupEnd());
+    T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream synchronize failed");
+    for (int k = 0; k < K; k++) {
+        char msg[400] = "";
+        perf_mem_get(&t_mem, h, rbuf[k], cnt * 4);
+        perf_data_init(&d, ncclFloat32, PERF_COPY, n, t_seed + 500 + (uint64_t)k);
+        size_t wrong = perf_check_copy(&d, prev, 0, cnt, h, msg, sizeof(msg));
+        T_EXPECT(wrong == 0, "message %d of %d from rank %d: %zu wrong: %s", k, K, prev, wrong, msg);
+        perf_mem_free(&t_mem, sbuf[k]);
+        perf_mem_free(&t_mem, rbuf[k]);
+    }
+    free(h);
+    T_END();
+}
+END_TEST
+
 START_TEST(test_group_usage)
 {
     slot_t s;
@@ -226,6 +269,7 @@ static Suite *group_suite(void)
     tcase_add_test(tc, test_comms_in_one_group);
     tcase_add_test(tc, test_all_pairs_p2p);
     tcase_add_test(tc, test_p2p_order);
+    tcase_add_test(tc, test_many_p2p);
     tcase_add_test(tc, test_group_usage);
     suite_add_tcase(s, tc);
     return s;
