@@ -9,6 +9,20 @@
 #include "argcheck_win.h"
 #include "group.h"
 #include "win.h"
+#ifdef MPCCL_HAVE_CUDA
+#include "gpu_launch.h"
+#endif
+
+/* A GPU communicator over several nodes with the proxy's one-sided channel. */
+static int gpu_spans_nodes_with_rma(ncclComm_t comm)
+{
+#ifdef MPCCL_HAVE_CUDA
+    return comm->gpu != NULL && mpccl_gpu_os_remote(comm) != NULL;
+#else
+    (void)comm;
+    return 0;
+#endif
+}
 
 MPCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
@@ -156,9 +170,10 @@ MPCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     /* Load/store (LSA) teams: consecutive ranks whose GPUs reach each other
      * by P2P (devcomm.c); every rank is its own team on host communicators. */
     if (PROP_FITS(props, nLsaTeams)) props->nLsaTeams = comm->nranks / comm->lsa_size;
-    /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every peer: always on host
-     * communicators (UCX RMA), on GPU communicators within one node. */
-    if (PROP_FITS(props, hostRmaSupport)) props->hostRmaSupport = comm->gpu == NULL || comm->topo.nnodes == 1;
+    /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every peer: on host
+     * communicators through UCX RMA; on GPU communicators through peer stores
+     * within a node and the proxy's one-sided channel between nodes. */
+    if (PROP_FITS(props, hostRmaSupport)) props->hostRmaSupport = comm->gpu == NULL || comm->topo.nnodes == 1 || gpu_spans_nodes_with_rma(comm);
     if (PROP_FITS(props, railedGinType)) props->railedGinType = NCCL_GIN_TYPE_NONE;
     return ncclSuccess;
 }

@@ -17,6 +17,7 @@
 #include "gpu_plan.h"
 #include "kernels/engine.h"
 #include "log.h"
+#include "onesided_remote.h"
 #include "proxy.h"
 #include "ucx/ucx.h"
 
@@ -48,6 +49,7 @@ typedef struct scratch_block {
 typedef struct mpccl_gpu_state {
     mpccl_gpu_comm_t *g;
     mpccl_proxy_comm_t *proxy;
+    mpccl_os_remote_t *os_remote; /* one-sided operations with other nodes, carried by proxy */
     mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
     int check_pointers;      /* MPCCL_CHECK_POINTERS: ask the driver about every buffer */
     plan_entry_t *plans[PLAN_BUCKETS];
@@ -103,9 +105,13 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
         }
         for (int r = 0; r < comm->nranks; r++)
             remote[r] = comm->topo.node_of[r] != comm->topo.node_of[comm->rank];
+        mpccl_proxy_os_t os;
+        mpccl_dev_link_t *os_links = NULL;
+        MPCCL_CHECK_GOTO(mpccl_os_remote_create(comm, s->g->nslots, s->g->slot_bytes, &s->os_remote, &os, &os_links),
+                         st, out);
         MPCCL_CHECK_GOTO(mpccl_proxy_attach(comm->transport, comm->rank, comm->nranks, remote, s->g->nctas,
                                             s->g->nslots, s->g->slot_bytes, &pinned_allocator, s->g->links_host,
-                                            &s->proxy),
+                                            &os, os_links, &s->proxy),
                          st, out);
         MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: peers on other nodes go through pinned host staging and UCX (%s)",
                    (unsigned long long)comm->id,
@@ -155,6 +161,9 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
      * waits for it too). */
     if (!force) cudaDeviceSynchronize();
     if (s->proxy) mpccl_proxy_detach(s->proxy, force);
+    s->proxy = NULL;
+    mpccl_os_remote_free(s->os_remote); /* the proxy no longer delivers into it */
+    s->os_remote = NULL;
     if (comm->aborting) {
         /* Abort must return: a kernel of this communicator may be waiting on a
          * dead peer, and cudaFree would wait for it.  Its device memory (plans,
@@ -522,6 +531,18 @@ struct mpccl_flat_comm *mpccl_gpu_flat(ncclComm_t comm)
 {
     mpccl_gpu_state_t *s = comm->gpu;
     return s ? s->flat : NULL;
+}
+
+struct mpccl_os_remote *mpccl_gpu_os_remote(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s ? s->os_remote : NULL;
+}
+
+mpccl_proxy_comm_t *mpccl_gpu_proxy(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s ? s->proxy : NULL;
 }
 
 int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)

@@ -9,6 +9,9 @@
 
 #ifdef MPCCL_HAVE_CUDA
 #include "kernels/devplan.h"
+#include "proxy.h"
+
+struct mpccl_os_remote;
 
 /* Collective over the communicator: device links inside the node, the proxy for
  * other nodes.  comm->cuda_dev is the device. */
@@ -33,6 +36,10 @@ uint64_t mpccl_gpu_mem_bytes(ncclComm_t comm);
 /* Launches n (<= MPCCL_ENGINE_MAX_BUFS - 3) send/recv calls of one communicator
  * as one kernel. */
 mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n);
+/* The one-sided channel to peers on other nodes and the proxy carrying it
+ * (NULL: the communicator spans one node). */
+struct mpccl_os_remote *mpccl_gpu_os_remote(ncclComm_t comm);
+mpccl_proxy_comm_t *mpccl_gpu_proxy(ncclComm_t comm);
 #endif
 
 #endif

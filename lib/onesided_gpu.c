@@ -6,8 +6,8 @@
  * stores into the peer's window and then adds 1 to the peer's counter; a
  * larger one is a peer copy (cudaMemcpyAsync, the copy engines) followed on
  * the same stream by the signal kernel.  A wait is a kernel that spins on this rank's
- * counters.  Peers on other nodes: refused (the GPU-direct
- * transport brings them). */
+ * counters.  Peers on other nodes go through the proxy's one-sided channel
+ * (onesided_remote.c); the wait kernel serves them alike (same counters). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +15,13 @@
 #include "build_config.h"
 #include "config.h"
 #include "cuda_rt.h"
+#include "gpu_launch.h"
 #include "ipc.h"
 #include "kernels/onesided.h"
+#include "kernels/onesided_remote.h"
 #include "log.h"
 #include "nccl_device/core.h"
+#include "onesided_remote.h"
 #include "win.h"
 
 struct mpccl_win_gpu {
@@ -236,6 +239,11 @@ mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
     return MPCCL_OK;
 }
 
+uint64_t *mpccl_gpu_sig_area(ncclComm_t comm)
+{
+    return comm->win && comm->win->gpu ? (uint64_t *)comm->win->gpu->area : NULL;
+}
+
 void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws)
 {
     struct mpccl_win_gpu *g = ws->gpu;
@@ -310,15 +318,19 @@ void mpccl_gpu_win_free(ncclComm_t comm, struct mpccl_win *w)
     w->gpu = NULL;
 }
 
-static mpccl_status_t check_peer_reachable(ncclComm_t comm, int peer, const char *fn)
+/* *remote = 1: peer is on another node, reached through the proxy. */
+static mpccl_status_t check_peer_reachable(ncclComm_t comm, int peer, const char *fn, int *remote)
 {
     struct mpccl_win_gpu *g = comm->win->gpu;
+    *remote = 0;
     if (g->peer_sig[peer]) return MPCCL_OK;
-    if (comm->topo.node_of[peer] != comm->topo.node_of[comm->rank])
-        return mpccl_fail(MPCCL_ERR_USAGE,
-                          "%s: peer = %d is on another node; one-sided operations between nodes on GPU "
-                          "communicators arrive with the GPU-direct transport",
-                          fn, peer);
+    if (comm->topo.node_of[peer] != comm->topo.node_of[comm->rank]) {
+        if (!mpccl_os_remote_reaches(mpccl_gpu_os_remote(comm), peer))
+            return mpccl_fail(MPCCL_ERR_INTERNAL, "%s: peer = %d is on another node and this communicator has no "
+                              "one-sided channel to it", fn, peer);
+        *remote = 1;
+        return MPCCL_OK;
+    }
     return mpccl_fail(MPCCL_ERR_USAGE,
                       "%s: peer = %d is on this node but its GPU is not reachable by peer-to-peer stores from "
                       "device %d",
@@ -342,15 +354,20 @@ mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t byt
                                     cudaStream_t stream)
 {
     static const char fn[] = "ncclPutSignal";
-    MPCCL_CHECK(check_peer_reachable(comm, peer, w ? fn : "ncclSignal"));
+    int remote;
+    MPCCL_CHECK(check_peer_reachable(comm, peer, w ? fn : "ncclSignal", &remote));
     if (bytes) MPCCL_CHECK(mpccl_check_gpu_buffer(fn, "localbuff", src, bytes, comm->cuda_dev));
     int saved;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     mpccl_status_t st = MPCCL_OK;
     struct mpccl_win_gpu *g = comm->win->gpu;
-    uint64_t *word = g->peer_sig[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank);
-    unsigned nctas = w ? put_kernel_ctas(g, bytes) : 0;
-    if (nctas) {
+    size_t idx = mpccl_sig_index(comm->nranks, ctx, sig, comm->rank);
+    unsigned nctas = w && !remote ? put_kernel_ctas(g, bytes) : 0;
+    uint64_t *word = remote ? NULL : g->peer_sig[peer] + idx;
+    if (remote) {
+        st = mpccl_os_remote_put(mpccl_gpu_os_remote(comm), mpccl_gpu_proxy(comm), peer, src, bytes,
+                                 w ? w->id : MPCCL_OS_NO_WIN, offset, (uint32_t)idx + 1, stream);
+    } else if (nctas) {
         /* One launch stores the data and signals. */
         st = mpccl_os_put_signal_launch(w->gpu->peer_base[peer] + offset, src, bytes, word, nctas, stream);
     } else {
@@ -368,7 +385,12 @@ mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitS
                                      cudaStream_t stream)
 {
     struct mpccl_win_gpu *g = comm->win->gpu;
-    for (int i = 0; i < ndesc; i++) MPCCL_CHECK(check_peer_reachable(comm, descs[i].peer, "ncclWaitSignal"));
+    for (int i = 0; i < ndesc; i++) {
+        int remote;
+        MPCCL_CHECK(check_peer_reachable(comm, descs[i].peer, "ncclWaitSignal", &remote));
+        /* A channel that failed delivers nothing more: do not wait for it forever. */
+        if (remote) MPCCL_CHECK(mpccl_proxy_error(mpccl_gpu_proxy(comm)));
+    }
     mpccl_os_wait_args_t a;
     memset(&a, 0, sizeof(a));
     a.sig = g->peer_sig[comm->rank];

@@ -17,7 +17,8 @@
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
-/* One (remote peer, CTA) channel.  Counters are piece numbers mod 2^32, the
+/* One (remote peer, channel) pair: channels 0..nctas-1 are the CTAs', channel
+ * nctas (when present) the one-sided channel.  Counters are piece numbers mod 2^32, the
  * same arithmetic the kernel uses, so they survive wrapping. */
 typedef struct proxy_chan {
     uint32_t tx_next;   /* next piece the kernel will raise tx_ready for */
@@ -32,9 +33,11 @@ typedef struct proxy_peer {
     char *tx_slots, *rx_slots;
     volatile uint32_t *tx_ready, *tx_len, *tx_ack;
     volatile uint32_t *rx_ready, *rx_len, *rx_ack;
-    proxy_chan_t *chan;   /* [nctas] */
-    mpccl_req_t *tx_req;  /* [nctas][nslots] */
-    mpccl_req_t *rx_req;  /* [nctas][nslots] */
+    const char *rx_slots_dev;       /* device view of rx_slots (one-sided delivery) */
+    volatile uint32_t *rx_ack_dev;  /* device view of rx_ack */
+    proxy_chan_t *chan;   /* [nchan] */
+    mpccl_req_t *tx_req;  /* [nchan][nslots] */
+    mpccl_req_t *rx_req;  /* [nchan][nslots] */
 } proxy_peer_t;
 
 enum { DETACH_NONE = 0, DETACH_FLUSH = 1, DETACH_FORCE = 2 };
@@ -43,6 +46,8 @@ struct mpccl_proxy_comm {
     mpccl_transport_t *t;
     int rank;
     uint32_t nctas, nslots, slot_bytes;
+    uint32_t nchan;    /* nctas, plus 1 with the one-sided channel */
+    mpccl_proxy_os_t os;
     mpccl_proxy_alloc_t alloc;
     void *mem;         /* host pointer of the staging of every remote peer */
     size_t mem_bytes;
@@ -120,11 +125,17 @@ static int fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uin
     return 1;
 }
 
+/* The tag's g field of channel c. */
+static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
+{
+    return c < pc->nctas ? c : MPCCL_PROXY_OS_G;
+}
+
 static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint32_t p)
 {
     uint32_t s = p % pc->nslots;
     size_t i = (size_t)g * pc->nslots + s;
-    mpccl_status_t st = pc->t->ops->irecv(pc->t, pe->rank, mpccl_proxy_tag(pe->rank, g, p),
+    mpccl_status_t st = pc->t->ops->irecv(pc->t, pe->rank, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
                                           pe->rx_slots + i * pc->slot_bytes, pc->slot_bytes,
                                           &pe->rx_req[i]);
     if (st != MPCCL_OK) return fail(pc, st, "posting the receive of", p, g, pe->rank), -1;
@@ -135,7 +146,7 @@ static int start(mpccl_proxy_comm_t *pc)
 {
     pc->started = 1;
     for (int k = 0; k < pc->npeers; k++)
-        for (uint32_t g = 0; g < pc->nctas; g++) {
+        for (uint32_t g = 0; g < pc->nchan; g++) {
             proxy_chan_t *c = &pc->peers[k].chan[g];
             for (uint32_t p = 0; p < pc->nslots; p++)
                 if (post_recv(pc, &pc->peers[k], g, p) < 0) return 1;
@@ -160,7 +171,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         if (len > pc->slot_bytes)
             return fail(pc, MPCCL_ERR_INTERNAL, "sending (the kernel gave a length over the slot size)",
                         p, g, pe->rank);
-        mpccl_status_t st = pc->t->ops->isend(pc->t, pe->rank, mpccl_proxy_tag(pc->rank, g, p),
+        mpccl_status_t st = pc->t->ops->isend(pc->t, pe->rank, mpccl_proxy_tag(pc->rank, chan_tag_g(pc, g), p),
                                               pe->tx_slots + i * pc->slot_bytes, len, &pe->tx_req[i]);
         if (st != MPCCL_OK) return fail(pc, st, "sending", p, g, pe->rank);
         c->tx_next++;
@@ -195,6 +206,16 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         mpccl_req_t *r = &pe->rx_req[i];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
+        if (g == pc->nctas) { /* the one-sided channel: the host hands the piece over */
+            size_t off = i * pc->slot_bytes;
+            int took = pc->os.deliver(pc->os.ctx, pe->rank, p, pe->rx_slots + off, pe->rx_slots_dev + off,
+                                      (uint32_t)r->bytes, pe->rx_ack_dev + g);
+            if (took < 0) return fail(pc, MPCCL_ERR_INTERNAL, "delivering one-sided", p, g, pe->rank);
+            if (took == 0) break;
+            c->rx_pub++;
+            act++;
+            continue;
+        }
         pe->rx_len[i] = (uint32_t)r->bytes;
         __atomic_thread_fence(__ATOMIC_SEQ_CST); /* data and len before ready */
         pe->rx_ready[i] = p + 1;
@@ -218,7 +239,7 @@ static int serve(mpccl_proxy_comm_t *pc)
     int act = pc->started ? 0 : start(pc);
     if (pc->t->ops->progress(pc->t) > 0) act++;
     for (int k = 0; k < pc->npeers && !pc->failed; k++)
-        for (uint32_t g = 0; g < pc->nctas && !pc->failed; g++) {
+        for (uint32_t g = 0; g < pc->nchan && !pc->failed; g++) {
             act += serve_tx(pc, &pc->peers[k], g);
             act += serve_rx(pc, &pc->peers[k], g);
         }
@@ -234,7 +255,7 @@ static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
     int n = 0;
     uint32_t K = pc->nslots;
     for (int k = 0; k < pc->npeers; k++)
-        for (uint32_t g = 0; g < pc->nctas; g++) {
+        for (uint32_t g = 0; g < pc->nchan; g++) {
             proxy_peer_t *pe = &pc->peers[k];
             proxy_chan_t *c = &pe->chan[g];
             uint32_t first = sends ? c->tx_done : c->rx_pub, end = sends ? c->tx_next : c->rx_posted;
@@ -275,6 +296,10 @@ static int detach_step(mpccl_proxy_comm_t *pc, int mode)
         pc->detach_phase = 1;
     }
     if (pc->detach_phase == 1) {
+        /* Pieces the device raised are sent too: a one-sided put is complete
+         * on its stream once its data is staged, before the proxy sent it. */
+        for (int k = 0; mode != DETACH_FORCE && k < pc->npeers && !pc->failed; k++)
+            for (uint32_t g = 0; g < pc->nchan && !pc->failed; g++) serve_tx(pc, &pc->peers[k], g);
         t->ops->progress(t);
         if (in_flight(pc, 1, 0) > 0 && now_ns() < pc->deadline) return 1;
         /* A cancelled send is detached from us, but UCX may still read the slot. */
@@ -384,8 +409,9 @@ static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, con
     if (nranks < 1 || rank < 0 || rank >= nranks || nranks != t->nranks || rank != t->rank)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d of %d does not match the "
                           "transport (rank %d of %d)", rank, nranks, t->rank, t->nranks);
-    if (nctas < 1 || nctas > 256)
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: nctas = %u, expected 1..256 (8 tag bits)", nctas);
+    if (nctas < 1 || nctas > MPCCL_PROXY_MAX_CTAS)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: nctas = %u, expected 1..%d (8 tag bits, two "
+                          "values reserved)", nctas, MPCCL_PROXY_MAX_CTAS);
     if (nslots < 1 || (nslots & (nslots - 1)) != 0)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: nslots = %u, expected a power of two "
                           "(piece numbers wrap at 2^32)", nslots);
@@ -403,11 +429,11 @@ typedef struct layout {
     size_t tx_slots, rx_slots, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
 } layout_t;
 
-static layout_t make_layout(uint32_t nctas, uint32_t nslots, uint32_t slot_bytes)
+static layout_t make_layout(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes)
 {
     layout_t l;
-    size_t slots = (size_t)nctas * nslots * slot_bytes, words = ALIGN_UP((size_t)nctas * nslots * 4, 128);
-    size_t acks = ALIGN_UP((size_t)nctas * 4, 128);
+    size_t slots = (size_t)nchan * nslots * slot_bytes, words = ALIGN_UP((size_t)nchan * nslots * 4, 128);
+    size_t acks = ALIGN_UP((size_t)nchan * 4, 128);
     l.tx_slots = 0;
     l.rx_slots = ALIGN_UP(slots, 128);
     l.tx_ready = l.rx_slots + ALIGN_UP(slots, 128);
@@ -431,9 +457,9 @@ static void free_pc(mpccl_proxy_comm_t *pc)
 }
 
 static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, char *host, char *dev,
-                      const layout_t *l, mpccl_dev_link_t *link)
+                      const layout_t *l, mpccl_dev_link_t *link, mpccl_dev_link_t *os_link)
 {
-    size_t per = (size_t)pc->nctas * pc->nslots;
+    size_t per = (size_t)pc->nchan * pc->nslots;
     char *h = host + (size_t)k * l->bytes, *d = dev + (size_t)k * l->bytes;
     pe->tx_slots = h + l->tx_slots;
     pe->rx_slots = h + l->rx_slots;
@@ -443,7 +469,9 @@ static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, char *hos
     pe->rx_ready = (volatile uint32_t *)(h + l->rx_ready);
     pe->rx_len = (volatile uint32_t *)(h + l->rx_len);
     pe->rx_ack = (volatile uint32_t *)(h + l->rx_ack);
-    pe->chan = pc->chans + (size_t)k * pc->nctas;
+    pe->rx_slots_dev = d + l->rx_slots;
+    pe->rx_ack_dev = (volatile uint32_t *)(d + l->rx_ack);
+    pe->chan = pc->chans + (size_t)k * pc->nchan;
     pe->tx_req = pc->reqs + (size_t)k * 2 * per;
     pe->rx_req = pe->tx_req + per;
     memset(link, 0, sizeof(*link));
@@ -456,22 +484,35 @@ static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, char *hos
     link->rx_ready = (volatile uint32_t *)(d + l->rx_ready);
     link->rx_len = (volatile uint32_t *)(d + l->rx_len);
     link->rx_ack = (volatile uint32_t *)(d + l->rx_ack);
+    if (os_link) { /* channel nctas: the one-sided put kernel's side */
+        size_t c = pc->nctas, words = (size_t)c * pc->nslots;
+        memset(os_link, 0, sizeof(*os_link));
+        os_link->kind = MPCCL_LINK_PROXY;
+        os_link->tx_slots = link->tx_slots + words * pc->slot_bytes;
+        os_link->tx_ready = link->tx_ready + words;
+        os_link->tx_len = link->tx_len + words;
+        os_link->tx_ack = link->tx_ack + c;
+    }
 }
 
 mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                                   const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
                                   uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
-                                  mpccl_dev_link_t *links, mpccl_proxy_comm_t **out)
+                                  mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
+                                  mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out)
 {
     MPCCL_CHECK(check_args(t, rank, nranks, is_remote, nctas, nslots, slot_bytes, alloc, links, out));
+    if (os && (os->deliver == NULL || os_links == NULL))
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: the one-sided channel needs deliver and os_links");
     mpccl_status_t st = MPCCL_OK;
     int npeers = 0;
     for (int i = 0; i < nranks; i++) npeers += is_remote[i] != 0;
-    layout_t l = make_layout(nctas, nslots, slot_bytes);
-    size_t per = (size_t)nctas * nslots;
+    uint32_t nchan = nctas + (os ? 1 : 0);
+    layout_t l = make_layout(nchan, nslots, slot_bytes);
+    size_t per = (size_t)nchan * nslots;
     mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
     if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
-    if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nctas + 1, sizeof(proxy_chan_t));
+    if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
     if (pc && pc->chans) pc->reqs = calloc((size_t)npeers * 2 * per + 1, sizeof(mpccl_req_t));
     if (pc == NULL || pc->reqs == NULL) {
         if (pc) free_pc(pc);
@@ -480,6 +521,8 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     pc->t = t;
     pc->rank = rank;
     pc->nctas = nctas;
+    pc->nchan = nchan;
+    if (os) pc->os = *os;
     pc->nslots = nslots;
     pc->slot_bytes = slot_bytes;
     pc->alloc = *alloc;
@@ -492,12 +535,13 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
         for (int i = 0, k = 0; i < nranks; i++)
             if (is_remote[i]) {
                 pc->peers[k].rank = i;
-                set_views(pc, &pc->peers[k], k, pc->mem, dev, &l, &links[i]);
+                set_views(pc, &pc->peers[k], k, pc->mem, dev, &l, &links[i], os ? &os_links[i] : NULL);
                 k++;
             }
     }
-    MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d attached: %d remote peers, %u CTAs x %u slots x %u bytes, "
-               "%zu bytes of staging", rank, npeers, nctas, nslots, slot_bytes, pc->mem_bytes);
+    MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d attached: %d remote peers, %u CTAs%s x %u slots x %u bytes, "
+               "%zu bytes of staging", rank, npeers, nctas, os ? " + one-sided" : "", nslots, slot_bytes,
+               pc->mem_bytes);
     if (npeers == 0) { /* nothing to serve: the thread is not needed */
         *out = pc;
         return MPCCL_OK;

@@ -16,7 +16,15 @@
  * proxy; the host engine is not used on them).
  *
  * Tags: ((uint64_t)sender_rank << 40) | (3ULL << 38) | ((uint64_t)g << 30) |
- * (piece & 0x3fffffff).  Tags with bits 39..38 = 3 are reserved for the proxy. */
+ * (piece & 0x3fffffff).  Tags with bits 39..38 = 3 are reserved for the proxy.
+ *
+ * The one-sided channel (optional, GPU communicators' puts to peers on other
+ * nodes, lib/onesided_remote.c): one more channel per remote peer beside the
+ * CTAs', tagged g = MPCCL_PROXY_OS_G.  Its tx side follows the CTA protocol
+ * (the put kernel fills slots and raises tx_ready); its rx side has no kernel
+ * waiting for it, so the proxy hands each arrived piece to os->deliver, which
+ * consumes the slot on the device and writes piece + 1 to the channel's rx_ack
+ * when done. */
 #ifndef MPCCL_PROXY_H
 #define MPCCL_PROXY_H
 
@@ -38,6 +46,23 @@ typedef struct mpccl_proxy_alloc {
 
 typedef struct mpccl_proxy_comm mpccl_proxy_comm_t;
 
+/* CTAs a communicator may have: tag g values above serve other purposes. */
+#define MPCCL_PROXY_MAX_CTAS 254
+/* The tag g of the one-sided channel (0xff: ncclCommShrink's agreement). */
+#define MPCCL_PROXY_OS_G 0xfeu
+
+/* Receiver side of the one-sided channel.  deliver is called on the proxy
+ * thread, in piece order per sender, once piece `piece` from rank src arrived
+ * in a slot (host and device views, len bytes).  It returns 1 when it took the
+ * piece (and will have rx_ack, a device pointer, set to piece + 1 once it no
+ * longer reads the slot), 0 when it cannot yet (asked again later), or a
+ * negative value after mpccl_fail (the proxy stops serving the communicator). */
+typedef struct mpccl_proxy_os {
+    int (*deliver)(void *ctx, int src, uint32_t piece, const void *host, const void *dev, uint32_t len,
+                   volatile uint32_t *rx_ack);
+    void *ctx;
+} mpccl_proxy_os_t;
+
 /* The proxy tag of piece p of CTA g sent by rank `sender`. */
 static inline uint64_t mpccl_proxy_tag(int sender, uint32_t g, uint32_t p)
 {
@@ -49,13 +74,17 @@ static inline uint64_t mpccl_proxy_tag(int sender, uint32_t g, uint32_t p)
  * peers reached through the proxy (never rank itself).  Allocates the staging
  * of every remote peer and fills links[i] (host copy of the link table, nranks
  * entries) for them: kind = MPCCL_LINK_PROXY and device pointers.  Other entries
- * are left as they are.  nctas <= 256, nslots >= 1, slot_bytes a positive
- * multiple of 16.  Local: no communication with the peers here; pieces a peer
- * sends before this rank attached wait in the transport. */
+ * are left as they are.  nctas <= MPCCL_PROXY_MAX_CTAS, nslots a power of two,
+ * slot_bytes a positive multiple of 16.  os != NULL adds the one-sided channel
+ * and fills os_links[i] (nranks entries) for remote peers: its tx_* views
+ * (arrays of one channel: tx_ready/tx_len [nslots], tx_ack one word).  Local:
+ * no communication with the peers here; pieces a peer sends before this rank
+ * attached wait in the transport. */
 mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                                   const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
                                   uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
-                                  mpccl_dev_link_t *links, mpccl_proxy_comm_t **out);
+                                  mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
+                                  mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out);
 
 /* Stops serving pc, cancels its pre-posted receives, frees its staging and pc;
  * stops the thread when pc was the last communicator.  force = 0: first waits

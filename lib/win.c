@@ -6,6 +6,10 @@
 
 #include "log.h"
 #include "win.h"
+#ifdef MPCCL_HAVE_CUDA
+#include "gpu_launch.h"
+#include "onesided_remote.h"
+#endif
 
 mpccl_status_t mpccl_win_state(ncclComm_t comm, mpccl_win_state_t **out)
 {
@@ -15,7 +19,7 @@ mpccl_status_t mpccl_win_state(ncclComm_t comm, mpccl_win_state_t **out)
         pthread_mutex_init(&ws->lock, NULL);
         pthread_mutex_init(&ws->wait_lock, NULL);
         ws->nsig_words = (size_t)MPCCL_WIN_NCTX * MPCCL_WIN_NSIG * (size_t)comm->nranks;
-        comm->win = ws;
+        __atomic_store_n(&comm->win, ws, __ATOMIC_RELEASE); /* the proxy thread reads it (onesided_remote.c) */
     }
     *out = comm->win;
     return MPCCL_OK;
@@ -84,6 +88,21 @@ struct mpccl_win *mpccl_win_find(ncclComm_t comm, ncclWindow_t h)
     pthread_mutex_lock(&ws->lock);
     for (struct mpccl_win *p = ws->wins; p && !found; p = p->next)
         if (p->handle == h) found = p;
+    pthread_mutex_unlock(&ws->lock);
+    return found;
+}
+
+int mpccl_win_find_id(mpccl_win_state_t *ws, uint32_t id, void **base, size_t *size)
+{
+    int found = -1;
+    pthread_mutex_lock(&ws->lock);
+    if ((int32_t)(id - ws->next_win_id) >= 0) found = 0;
+    for (struct mpccl_win *p = ws->wins; p && found < 0; p = p->next)
+        if (p->id == id) {
+            *base = p->base;
+            *size = p->size;
+            found = 1;
+        }
     pthread_mutex_unlock(&ws->lock);
     return found;
 }
@@ -211,7 +230,7 @@ mpccl_status_t mpccl_win_register(ncclComm_t comm, void *buff, size_t size, int 
     if (st != MPCCL_OK) return st;
     if (!ws->sig_ready) {
         MPCCL_CHECK(sig_setup(comm, ws));
-        ws->sig_ready = 1;
+        __atomic_store_n(&ws->sig_ready, 1, __ATOMIC_RELEASE);
     }
     struct mpccl_win *w = calloc(1, sizeof(*w));
     st = mpccl_win_agree(comm, w ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a window"),
@@ -222,6 +241,11 @@ mpccl_status_t mpccl_win_register(ncclComm_t comm, void *buff, size_t size, int 
     }
     w->magic = MPCCL_WIN_MAGIC;
     w->comm = comm;
+    /* Every rank reached this point (the agreement above), and every later
+     * failure is agreed on: the ordinals stay equal across ranks. */
+    pthread_mutex_lock(&ws->lock);
+    w->id = ws->next_win_id++;
+    pthread_mutex_unlock(&ws->lock);
     w->base = buff;
     w->size = size;
     w->flags = flags;
@@ -268,6 +292,10 @@ mpccl_status_t mpccl_win_deregister(ncclComm_t comm, ncclWindow_t h)
 void mpccl_win_release(ncclComm_t comm)
 {
     mpccl_win_state_t *ws = comm->win;
+#ifdef MPCCL_HAVE_CUDA
+    /* Deliveries from other nodes stop before their windows and counters go. */
+    if (comm->gpu) mpccl_os_remote_close(mpccl_gpu_os_remote(comm), comm->aborting);
+#endif
     if (!ws) return;
     /* Puts of a group that never ended: detached from their requests, which
      * the transport's close then drops. */

@@ -43,6 +43,7 @@ struct mpccl_win {
     uint64_t magic;
     ncclComm_t comm;
     ncclWindow_t handle;
+    uint32_t id;             /* registration ordinal on comm, equal on every rank (puts between nodes name it) */
     struct mpccl_win *gnext; /* every live window of the process (mpccl_win_find_any) */
     void *base;
     size_t size;
@@ -72,6 +73,7 @@ typedef struct mpccl_win_state {
     pthread_mutex_t lock;    /* lists only: data-path calls on one comm are serialised by the user */
     pthread_mutex_t wait_lock; /* waits deferred to ncclGroupEnd run one at a time (they may run in threads) */
     struct mpccl_win *wins;
+    uint32_t next_win_id;    /* under lock: ordinal of the next window registered */
     mpccl_reg_t *regs;
     int sig_ready;           /* the signal area is set up and exchanged */
     size_t nsig_words;       /* MPCCL_WIN_NCTX * MPCCL_WIN_NSIG * nranks */
@@ -98,6 +100,9 @@ struct mpccl_win *mpccl_win_find(ncclComm_t comm, ncclWindow_t h);
 /* The live window with handle h on any communicator of the process, else NULL
  * (ncclGetLsaDevicePointer and friends name no communicator). */
 struct mpccl_win *mpccl_win_find_any(ncclWindow_t h);
+/* Window ordinal id of ws (another thread than the user's may ask): 1 and
+ * its memory when live, 0 when not registered yet, -1 when deregistered. */
+int mpccl_win_find_id(mpccl_win_state_t *ws, uint32_t id, void **base, size_t *size);
 /* Whether h is a live registration of comm. */
 int mpccl_reg_is_live(ncclComm_t comm, const void *h);
 
@@ -152,6 +157,8 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
 /* onesided_gpu.c: GPU communicators (peers on this node). */
 mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
 void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
+/* This rank's signal counters (device memory). */
+uint64_t *mpccl_gpu_sig_area(ncclComm_t comm);
 /* Collective: maps the peers' windows and builds the device descriptor, whose
  * address becomes w->handle. */
 mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct mpccl_win *w);

@@ -91,6 +91,9 @@ if want onesided && [ -x "$top_builddir/test/mpi/test_onesided" ]; then
     step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_onesided
     step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1M "$ngpu" test/mpi/test_onesided
     step sh "$mpi" -t 300 -n 2 2 test/mpi/test_onesided
+    # peers on the same node through IPC and on the other node through the proxy
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -n 2 4 test/mpi/test_onesided
+    step sh "$mpi" -t 300 -n 2 2 examples/onesided_pingpong -b 8 -e 16M -n 50 -w 5
     step sh "$mpi" -t 300 2 examples/onesided_pingpong -b 8 -e 64M -n 200 -w 20
 fi
 # the device API: a kernel allreduce over ncclMemAlloc windows with LSA

@@ -120,8 +120,9 @@ static void signal_barrier(ncclComm_t comm, int ctx)
     free(d);
 }
 
-/* GPU communicators spanning nodes have no one-sided path yet
- * (doc/UNSUPPORTED.md): their properties say so, and the data tests skip. */
+/* Every communicator reaches every peer one-sidedly (GPU communicators across
+ * nodes through the proxy); a build or setup that cannot says so in its
+ * properties, and the data tests skip. */
 static int rma_supported(void)
 {
     ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
@@ -144,7 +145,7 @@ START_TEST(test_properties)
              "deviceApiSupport %d multimemSupport %d", (int)props.deviceApiSupport, (int)props.multimemSupport);
     T_EXPECT(props.nLsaTeams >= 1 && props.nLsaTeams <= t_nranks, "nLsaTeams %d", props.nLsaTeams);
     T_EXPECT(props.ginType == NCCL_GIN_TYPE_NONE && props.railedGinType == NCCL_GIN_TYPE_NONE, "GIN reported");
-    if (!t_mem.gpu) T_EXPECT(props.hostRmaSupport, "host communicator without hostRmaSupport");
+    T_EXPECT(props.hostRmaSupport, "%s communicator without hostRmaSupport", t_mem.gpu ? "GPU" : "host");
     ncclCommProperties_t bad = NCCL_COMM_PROPERTIES_INITIALIZER;
     bad.magic = 0;
     T_RESULT(ncclCommQueryProperties(t_comm, &bad), ncclInvalidArgument, t_comm);

@@ -156,7 +156,7 @@ static mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t *t, mp
     mpccl_proxy_comm_t *pc = NULL;
     for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
     mpccl_status_t st = mpccl_proxy_attach(t, rank, w->n, w->remote[rank], w->nctas, w->nslots,
-                                           w->slot_bytes[rank], &al, links, &pc);
+                                           w->slot_bytes[rank], &al, links, NULL, NULL, &pc);
     ck_assert_msg(st == MPCCL_OK, "rank %d: attach: %s", rank, mpccl_last_error());
     ck_assert_ptr_nonnull(pc);
     return pc;
@@ -484,6 +484,144 @@ START_TEST(test_idle_cpu)
 }
 END_TEST
 
+/* ---- the one-sided channel ---- */
+
+/* What a rank's deliver callback saw, per sender. */
+typedef struct os_rx {
+    world_t *w;
+    int me;
+    uint32_t next[MAXR];  /* next piece expected from each sender */
+    int refusals[MAXR];   /* "not now" answers given */
+    char bad[256];        /* first mismatch (asserting here would log every call) */
+} os_rx_t;
+
+static os_rx_t os_rx[MAXR];
+
+static size_t os_len(const world_t *w, int src, int dst, uint32_t p)
+{
+    return 1 + mix(seed ^ 0x05ULL ^ mix(((uint64_t)src << 48) ^ ((uint64_t)dst << 40) ^ p)) % w->slot_bytes[src];
+}
+
+/* Delivers in place (host = device here), refusing every other first offer
+ * of some pieces so that the retry path runs. */
+static int test_deliver(void *ctx, int src, uint32_t piece, const void *host, const void *dev, uint32_t len,
+                        volatile uint32_t *ack)
+{
+    os_rx_t *s = ctx;
+    if (s->bad[0]) return 0;
+    if (host != dev) snprintf(s->bad, sizeof(s->bad), "host %p != dev %p", host, dev);
+    else if (piece != s->next[src])
+        snprintf(s->bad, sizeof(s->bad), "from %d: piece %u, expected %u (order)", src, piece, s->next[src]);
+    if (s->bad[0]) return 0;
+    if (piece % 5 == 2 && s->refusals[src]++ % 2 == 0) return 0;
+    size_t n = os_len(s->w, src, s->me, piece);
+    const unsigned char *b = host;
+    if (len != n) snprintf(s->bad, sizeof(s->bad), "from %d piece %u: %u bytes, expected %zu", src, piece, len, n);
+    for (size_t k = 0; k < n && !s->bad[0]; k++)
+        if (b[k] != msg_byte(src, s->me, 200, (int)piece, k))
+            snprintf(s->bad, sizeof(s->bad), "from %d piece %u: byte %zu differs", src, piece, k);
+    if (s->bad[0]) return 0;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    *ack = piece + 1;
+    __atomic_store_n(&s->next[src], piece + 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* The put kernel's side: piece p into slot p % K once tx_ack >= p - K + 1. */
+static void os_send_all(world_t *w, int me, const mpccl_dev_link_t *os_links, double end)
+{
+    uint32_t K = w->nslots, S = w->slot_bytes[me];
+    for (int peer = 0; peer < w->n; peer++) {
+        if (!w->remote[me][peer]) continue;
+        const mpccl_dev_link_t *l = &os_links[peer];
+        ck_assert_uint_eq(l->kind, MPCCL_LINK_PROXY);
+        for (uint32_t p = 0; p < (uint32_t)w->msgs; p++) {
+            while ((int32_t)(*l->tx_ack - (p - K + 1)) < 0) {
+                if (now_s() > end) ck_abort_msg("rank %d: one-sided piece %u to %d: no free slot", me, p, peer);
+                sched_yield();
+            }
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            size_t n = os_len(w, me, peer, p);
+            char *slot = l->tx_slots + (size_t)(p % K) * S;
+            for (size_t k = 0; k < n; k++) slot[k] = (char)msg_byte(me, peer, 200, (int)p, k);
+            l->tx_len[p % K] = (uint32_t)n;
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            l->tx_ready[p % K] = p + 1;
+        }
+    }
+}
+
+static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR], os_links[MAXR];
+    memset(os_links, 0, sizeof(os_links));
+    for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
+    os_rx_t *rx = &os_rx[me];
+    memset(rx, 0, sizeof(*rx));
+    rx->w = w;
+    rx->me = me;
+    mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &w->heap[me]};
+    mpccl_proxy_os_t os = {test_deliver, rx};
+    mpccl_proxy_comm_t *pc = NULL;
+    mpccl_status_t st = mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
+                                           links, &os, os_links, &pc);
+    ck_assert_msg(st == MPCCL_OK, "rank %d: attach: %s", me, mpccl_last_error());
+    /* The CTAs' links are laid out as without the channel. */
+    check_links(w, me, links);
+    for (int i = 0; i < w->n; i++)
+        if (w->remote[me][i]) {
+            ck_assert(in_heap(&w->heap[me], os_links[i].tx_slots, (size_t)w->nslots * w->slot_bytes[me]));
+            ck_assert(os_links[i].tx_slots >= links[i].tx_slots + (size_t)w->nctas * w->nslots * w->slot_bytes[me]);
+            ck_assert_ptr_eq((const void *)os_links[i].tx_ack, (const void *)(links[i].tx_ack + w->nctas));
+        }
+    mpccl_bootstrap_barrier(bs);
+    double end = now_s() + 60;
+    os_send_all(w, me, os_links, end); /* one-sided pieces first, the CTAs' traffic beside them */
+    kernel(w, me, links, pc, 60);
+    for (int src = 0; src < w->n; src++)
+        while (w->remote[me][src] && __atomic_load_n(&rx->next[src], __ATOMIC_ACQUIRE) != (uint32_t)w->msgs) {
+            if (rx->bad[0]) ck_abort_msg("rank %d: %s", me, rx->bad);
+            if (mpccl_proxy_error(pc) != MPCCL_OK) ck_abort_msg("rank %d: proxy error: %s", me, mpccl_last_error());
+            if (now_s() > end) ck_abort_msg("rank %d: %u of %d one-sided pieces from %d", me, rx->next[src], w->msgs, src);
+            sched_yield();
+        }
+    for (int peer = 0; peer < w->n; peer++)
+        while (w->remote[me][peer] && *os_links[peer].tx_ack != (uint32_t)w->msgs) {
+            if (now_s() > end) ck_abort_msg("rank %d: one-sided acks to %d stuck", me, peer);
+            sched_yield();
+        }
+    ck_assert_msg(!rx->bad[0], "rank %d: %s", me, rx->bad);
+    for (int src = 0; src < w->n; src++)
+        if (w->remote[me][src]) ck_assert_int_gt(rx->refusals[src], 0);
+    ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_OK);
+    mpccl_bootstrap_barrier(bs);
+    mpccl_proxy_detach(pc, 0);
+    ck_assert_int_eq(w->heap[me].outstanding, 0);
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, 0);
+}
+
+START_TEST(test_os_channel)
+{
+    /* 2 and 3 ranks (in the second, ranks 0 and 1 share a node); small slots,
+     * then slots in UCX's rendezvous range. */
+    static const struct { int n; int local01; uint32_t slot; int msgs; } cases[] = {
+        {2, 0, 256, 200}, {3, 1, 256, 200}, {2, 0, 65536, 30}};
+    world_t *w = calloc(1, sizeof(*w));
+    w->n = cases[_i].n;
+    all_remote(w);
+    if (cases[_i].local01) w->remote[0][1] = w->remote[1][0] = 0;
+    w->nctas = 2;
+    w->nslots = 4;
+    for (int r = 0; r < MAXR; r++) w->slot_bytes[r] = cases[_i].slot;
+    w->msgs = cases[_i].msgs;
+    w->max_len = 2 * cases[_i].slot + 5;
+    w->body = os_body;
+    run_world(w);
+    free(w);
+}
+END_TEST
+
 /* ---- argument checks ---- */
 
 START_TEST(test_args)
@@ -494,23 +632,23 @@ START_TEST(test_args)
     uint8_t rem[2] = {0, 1}, self[2] = {1, 1};
     mpccl_dev_link_t links[2];
     mpccl_proxy_comm_t *pc = NULL;
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 0, 4, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 0, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "nctas = 0"));
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 257, 4, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 3, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, MPCCL_PROXY_MAX_CTAS + 1, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 3, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "nslots = 3"));
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 100, &al, links, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 100, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "slot_bytes = 100"));
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 1, 2, rem, 2, 4, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, self, 2, 4, 256, &al, links, &pc), MPCCL_ERR_INTERNAL);
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &bad, links, &pc), MPCCL_ERR_INTERNAL);
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &al, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 1, 2, rem, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, self, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &bad, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &al, NULL, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     ck_assert_ptr_null(pc);
     ck_assert_int_eq(heap.outstanding, 0);
     /* No remote peer: nothing allocated, no thread, links untouched. */
     uint8_t none[2] = {0, 0};
     links[1].kind = MPCCL_LINK_HOST;
-    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, none, 2, 4, 256, &al, links, &pc), MPCCL_OK);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, none, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_OK);
     ck_assert_uint_eq(links[1].kind, MPCCL_LINK_HOST);
     ck_assert_int_eq(heap.outstanding, 0);
     ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_OK);
@@ -529,7 +667,7 @@ int main(void)
     /* One case per behaviour, so CK_RUN_CASE picks one. */
     struct { const char *name; const TTest *t; int loops; } cases[] = {
         {"args", test_args, 0}, {"traffic", test_traffic, 5}, {"error", test_error, 0},
-        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}};
+        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}, {"os_channel", test_os_channel, 3}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_set_timeout(tc, 120);

@@ -1,0 +1,90 @@
+// Kernels of one-sided operations with peers on other nodes (onesided_remote.h).
+#include "kernels/onesided_remote.h"
+extern "C" {
+#include "cuda_rt.h" /* a C header without its own linkage block */
+}
+
+static_assert(sizeof(mpccl_os_msg_hdr_t) == MPCCL_OS_HDR_BYTES, "header size");
+
+#define REMOTE_PUT_THREADS 512
+
+// One CTA: thread 0 reserves the put's piece numbers for the peer, so puts on
+// other streams interleave whole pieces, never bytes.  Piece p uses slot
+// p % nslots once the proxy acknowledged the send of piece p - nslots (tx_ack
+// counts sends completed in order).  The slot lies in pinned host memory: the
+// stores cross PCIe, and a system-scope fence puts them (and the header)
+// before tx_ready.  W is the widest word src is aligned to; every piece starts
+// a multiple of (slot_bytes - header) into src, which keeps that alignment.
+template <typename W>
+__global__ void __launch_bounds__(REMOTE_PUT_THREADS) mpccl_os_remote_put_kernel(mpccl_os_remote_put_t a)
+{
+    __shared__ uint32_t base;
+    const uint64_t payload = a.slot_bytes - MPCCL_OS_HDR_BYTES;
+    const uint32_t n = a.bytes ? (uint32_t)((a.bytes + payload - 1) / payload) : 1u;
+    if (threadIdx.x == 0) base = atomicAdd(a.reserve, n);
+    __syncthreads();
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t p = base + i, slot = p % a.nslots;
+        if (threadIdx.x == 0) {
+            const uint32_t need = p - a.nslots + 1; // sends acknowledged before the slot is free
+            for (uint32_t spins = 0; (int32_t)(*a.link.tx_ack - need) < 0;)
+                if (++spins > 1024) __nanosleep(256);
+        }
+        __syncthreads();
+        const uint64_t off = (uint64_t)i * payload;
+        const uint32_t len = (uint32_t)(a.bytes - off < payload ? a.bytes - off : payload);
+        char *dst = a.link.tx_slots + (size_t)slot * a.slot_bytes + MPCCL_OS_HDR_BYTES;
+        const char *src = (const char *)a.src + off;
+        const uint32_t nw = len / sizeof(W);
+        for (uint32_t k = threadIdx.x; k < nw; k += blockDim.x) ((W *)dst)[k] = ((const W *)src)[k];
+        for (uint32_t k = nw * sizeof(W) + threadIdx.x; k < len; k += blockDim.x) dst[k] = src[k];
+        if (threadIdx.x == 0) {
+            mpccl_os_msg_hdr_t *h = (mpccl_os_msg_hdr_t *)(dst - MPCCL_OS_HDR_BYTES);
+            h->magic = MPCCL_OS_MSG_MAGIC;
+            h->win_id = a.win_id;
+            h->offset = a.offset + off;
+            h->bytes = len;
+            h->sig = i == n - 1 ? a.sig : 0u;
+        }
+        __threadfence_system();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            a.link.tx_len[slot] = MPCCL_OS_HDR_BYTES + len;
+            __threadfence_system();
+            a.link.tx_ready[slot] = p + 1;
+        }
+    }
+}
+
+extern "C" mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t *a, cudaStream_t stream)
+{
+    uintptr_t s = (uintptr_t)a->src;
+    if (a->bytes == 0) s = 0;
+    if (s % 16 == 0) mpccl_os_remote_put_kernel<uint4><<<1, REMOTE_PUT_THREADS, 0, stream>>>(*a);
+    else if (s % 8 == 0) mpccl_os_remote_put_kernel<uint2><<<1, REMOTE_PUT_THREADS, 0, stream>>>(*a);
+    else if (s % 4 == 0) mpccl_os_remote_put_kernel<unsigned><<<1, REMOTE_PUT_THREADS, 0, stream>>>(*a);
+    else mpccl_os_remote_put_kernel<unsigned char><<<1, REMOTE_PUT_THREADS, 0, stream>>>(*a);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return mpccl_cuda_error(e, "remote put kernel launch");
+    return MPCCL_OK;
+}
+
+// The piece's data was copied into the window by the copy before this kernel
+// on the stream (complete before it starts); the fence orders it before the
+// add, as the local signal kernel does.
+__global__ void mpccl_os_delivered_kernel(unsigned long long *sig, volatile uint32_t *ack, uint32_t value)
+{
+    __threadfence_system();
+    if (sig) atomicAdd(sig, 1ULL);
+    __threadfence_system();
+    *ack = value;
+}
+
+extern "C" mpccl_status_t mpccl_os_delivered_launch(uint64_t *sig, volatile uint32_t *ack, uint32_t value,
+                                                    cudaStream_t stream)
+{
+    mpccl_os_delivered_kernel<<<1, 1, 0, stream>>>((unsigned long long *)sig, ack, value);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return mpccl_cuda_error(e, "delivery kernel launch");
+    return MPCCL_OK;
+}

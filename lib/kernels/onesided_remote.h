@@ -1,0 +1,57 @@
+/* Kernels of one-sided operations with peers on other nodes, on GPU
+ * communicators (onesided_remote.cu, host side lib/onesided_remote.c).  The
+ * proxy's one-sided channel carries each put in pieces: one slot of pinned
+ * host memory per piece, a header followed by up to slot_bytes - header bytes
+ * of data.  C linkage; graph-capturable (piece numbers are reserved on the
+ * device, nothing is baked in at enqueue time). */
+#ifndef MPCCL_KERNELS_ONESIDED_REMOTE_H
+#define MPCCL_KERNELS_ONESIDED_REMOTE_H
+
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/devplan.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MPCCL_OS_MSG_MAGIC 0x6f737074u /* "ospt" */
+#define MPCCL_OS_NO_WIN 0xffffffffu    /* a signal without data */
+
+/* The first bytes of every piece (64, so the data stays 16-byte aligned). */
+typedef struct mpccl_os_msg_hdr {
+    uint32_t magic;
+    uint32_t win_id;  /* the window's ordinal on the communicator (equal on every rank) */
+    uint64_t offset;  /* where this piece's data goes, in bytes from the window's start */
+    uint32_t bytes;   /* data bytes after the header */
+    uint32_t sig;     /* 0, or 1 + the counter index to add 1 to once the data is in place */
+    uint32_t pad[10];
+} mpccl_os_msg_hdr_t;
+
+#define MPCCL_OS_HDR_BYTES 64u
+
+/* A put (or, with bytes = 0 and no window, a signal) to one remote peer. */
+typedef struct mpccl_os_remote_put {
+    mpccl_dev_link_t link;  /* the peer's one-sided channel: tx_slots, tx_ready, tx_len, tx_ack */
+    uint32_t *reserve;      /* device: pieces handed out for this peer, ever (atomicAdd) */
+    uint32_t nslots, slot_bytes;
+    const void *src;
+    uint64_t bytes;
+    uint64_t offset;
+    uint32_t win_id, sig;   /* as in the header; sig set on the last piece only */
+} mpccl_os_remote_put_t;
+
+/* Copies src into the channel's slots piece by piece (waiting for free slots)
+ * and raises tx_ready for each; returns once src may be reused. */
+mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t *a, cudaStream_t stream);
+/* Receiver side, after the copy of a piece's data into its window on the same
+ * stream: adds 1 to *sig (when not NULL), then writes value to *ack (the
+ * proxy's rx_ack: the slot may be received into again). */
+mpccl_status_t mpccl_os_delivered_launch(uint64_t *sig, volatile uint32_t *ack, uint32_t value, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
