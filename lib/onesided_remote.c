@@ -61,7 +61,11 @@ static int deliver(void *ctx, int src, uint32_t piece, const void *host, const v
     mpccl_win_state_t *ws = r->closed ? NULL : __atomic_load_n(&r->comm->win, __ATOMIC_ACQUIRE);
     /* A peer may put as soon as its own registration returned, before this
      * rank finished the same collective call: the piece waits. */
-    if (ws == NULL || !__atomic_load_n(&ws->sig_ready, __ATOMIC_ACQUIRE)) goto out;
+    if (ws == NULL || !__atomic_load_n(&ws->sig_ready, __ATOMIC_ACQUIRE)) {
+        MPCCL_TRACE(MPCCL_SUB_NET, "one-sided: piece %u from rank %d waits (%s)", piece, src,
+                    r->closed ? "closed" : "no signal area yet");
+        goto out;
+    }
     const mpccl_os_msg_hdr_t *h = host;
     if (len < MPCCL_OS_HDR_BYTES || h->magic != MPCCL_OS_MSG_MAGIC || h->bytes != len - MPCCL_OS_HDR_BYTES) {
         took = refuse(src, piece, "malformed header");
@@ -81,7 +85,10 @@ static int deliver(void *ctx, int src, uint32_t piece, const void *host, const v
         void *base = NULL;
         size_t size = 0;
         int found = mpccl_win_find_id(ws, h->win_id, &base, &size);
-        if (found == 0) goto out; /* registered by the sender, not yet here */
+        if (found == 0) { /* registered by the sender, not yet here */
+            MPCCL_TRACE(MPCCL_SUB_NET, "one-sided: piece %u from rank %d waits for window #%u", piece, src, h->win_id);
+            goto out;
+        }
         if (found < 0) {
             mpccl_fail(MPCCL_ERR_USAGE, "one-sided: rank %d put into window #%u of rank %d, which rank %d "
                        "deregistered already", src, h->win_id, r->rank, r->rank);
@@ -109,6 +116,8 @@ static int deliver(void *ctx, int src, uint32_t piece, const void *host, const v
     if (st == MPCCL_OK) st = mpccl_os_delivered_launch(word, ack, piece + 1, r->stream);
     mpccl_cuda_restore_device(saved);
     took = st == MPCCL_OK ? 1 : -1;
+    MPCCL_TRACE(MPCCL_SUB_NET, "one-sided: piece %u from rank %d: %u bytes into window #%u at %llu%s", piece, src,
+                h->bytes, h->win_id, (unsigned long long)h->offset, word ? ", signal" : "");
 out:
     pthread_mutex_unlock(&r->mu);
     return took;

@@ -174,6 +174,8 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         mpccl_status_t st = pc->t->ops->isend(pc->t, pe->rank, mpccl_proxy_tag(pc->rank, chan_tag_g(pc, g), p),
                                               pe->tx_slots + i * pc->slot_bytes, len, &pe->tx_req[i]);
         if (st != MPCCL_OK) return fail(pc, st, "sending", p, g, pe->rank);
+        if (g == pc->nctas) MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: one-sided piece %u (%u bytes) to rank %d",
+                                        pc->rank, p, len, pe->rank);
         c->tx_next++;
         act++;
     }
