@@ -233,6 +233,8 @@ mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
     if (mpccl_cuda_push_device(comm->cuda_dev, &saved) == MPCCL_OK) {
         unsigned fit = mpccl_os_put_max_ctas(comm->cuda_dev);
         if (g->put_ctas > fit) g->put_ctas = fit;
+        if (mpccl_os_preload() != MPCCL_OK)
+            MPCCL_WARN(MPCCL_SUB_INIT, "one-sided kernels not preloaded (%s); a wait could stall on lazy loading", mpccl_last_error());
         mpccl_cuda_restore_device(saved);
     }
     ws->gpu = g;

@@ -145,8 +145,8 @@ mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t
     if (e == cudaSuccess) e = cudaMalloc((void **)&r->reserve, bytes);
     if (e == cudaSuccess) e = cudaMemsetAsync(r->reserve, 0, bytes, r->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(r->stream);
-    if (e != cudaSuccess) {
-        mpccl_status_t st = mpccl_cuda_error(e, "one-sided channel setup");
+    mpccl_status_t st = e == cudaSuccess ? mpccl_os_remote_preload() : mpccl_cuda_error(e, "one-sided channel setup");
+    if (st != MPCCL_OK) {
         mpccl_os_remote_free(r);
         return st;
     }

@@ -141,3 +141,18 @@ extern "C" mpccl_status_t mpccl_os_wait_launch(const mpccl_os_wait_args_t *a, cu
     if (e != cudaSuccess) return mpccl_cuda_error(e, "wait kernel launch");
     return MPCCL_OK;
 }
+
+extern "C" mpccl_status_t mpccl_os_preload(void)
+{
+    cudaFuncAttributes fa;
+    const void *fns[] = {(const void *)mpccl_os_signal_kernel, (const void *)mpccl_os_wait_kernel,
+                         (const void *)mpccl_os_put_signal_kernel<uint4>, (const void *)mpccl_os_put_signal_kernel<uint2>,
+                         (const void *)mpccl_os_put_signal_kernel<unsigned>,
+                         (const void *)mpccl_os_put_signal_kernel<unsigned short>,
+                         (const void *)mpccl_os_put_signal_kernel<unsigned char>};
+    for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+        cudaError_t e = cudaFuncGetAttributes(&fa, fns[i]);
+        if (e != cudaSuccess) return mpccl_cuda_error(e, "loading the one-sided kernels");
+    }
+    return MPCCL_OK;
+}

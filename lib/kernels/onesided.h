@@ -40,6 +40,11 @@ unsigned mpccl_os_put_max_ctas(int dev);
 /* Waits on the device until every counter reached its expected count plus
  * its cnt, then advances the expected counts. */
 mpccl_status_t mpccl_os_wait_launch(const mpccl_os_wait_args_t *a, cudaStream_t stream);
+/* Loads these kernels on the current device now: with lazy module loading the
+ * first launch of a signal kernel could wait for the context to go idle while
+ * a wait kernel of the same process spins for that signal (several ranks per
+ * process). */
+mpccl_status_t mpccl_os_preload(void);
 
 #ifdef __cplusplus
 }

@@ -88,3 +88,15 @@ extern "C" mpccl_status_t mpccl_os_delivered_launch(uint64_t *sig, volatile uint
     if (e != cudaSuccess) return mpccl_cuda_error(e, "delivery kernel launch");
     return MPCCL_OK;
 }
+
+extern "C" mpccl_status_t mpccl_os_remote_preload(void)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, mpccl_os_delivered_kernel);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, mpccl_os_remote_put_kernel<uint4>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, mpccl_os_remote_put_kernel<uint2>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, mpccl_os_remote_put_kernel<unsigned>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, mpccl_os_remote_put_kernel<unsigned char>);
+    if (e != cudaSuccess) return mpccl_cuda_error(e, "loading the one-sided kernels");
+    return MPCCL_OK;
+}

@@ -50,6 +50,11 @@ mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t *a, cudaSt
  * stream: adds 1 to *sig (when not NULL), then writes value to *ack (the
  * proxy's rx_ack: the slot may be received into again). */
 mpccl_status_t mpccl_os_delivered_launch(uint64_t *sig, volatile uint32_t *ack, uint32_t value, cudaStream_t stream);
+/* Loads these kernels on the current device now.  With lazy module loading
+ * (CUDA's default) the first launch of a kernel may wait for the context to
+ * go idle, which never happens while a wait kernel spins for that very
+ * kernel's signal. */
+mpccl_status_t mpccl_os_remote_preload(void);
 
 #ifdef __cplusplus
 }
