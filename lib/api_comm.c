@@ -663,6 +663,11 @@ MPCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
      * flush is the network: release windows (their UCX keys belong to the
      * transport's worker), then close the transport gracefully. */
     mpccl_win_release(comm);
+#ifdef MPCCL_HAVE_CUDA
+    /* GPU communicators spanning nodes: the proxy thread drives the transport
+     * until it lets go (it would progress a closed one otherwise). */
+    mpccl_gpu_finalize(comm);
+#endif
     if (comm->transport) comm->transport->ops->close(comm->transport, comm->all_in_process);
     comm->transport = NULL;
     comm->state = MPCCL_COMM_FINALIZED;

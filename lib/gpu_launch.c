@@ -136,6 +136,19 @@ out:
     return st;
 }
 
+void mpccl_gpu_finalize(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->proxy) return;
+    int saved = -1;
+    if (mpccl_cuda_push_device(comm->cuda_dev, &saved) != MPCCL_OK) saved = -1;
+    /* Kernels of this communicator still queued need the proxy to finish. */
+    if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    mpccl_proxy_detach(s->proxy, 0);
+    s->proxy = NULL;
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+}
+
 static void free_plans(mpccl_gpu_state_t *s)
 {
     for (int b = 0; b < PLAN_BUCKETS; b++) {

@@ -17,6 +17,9 @@ struct mpccl_os_remote;
  * other nodes.  comm->cuda_dev is the device. */
 mpccl_status_t mpccl_gpu_setup(ncclComm_t comm);
 void mpccl_gpu_release(ncclComm_t comm, int force);
+/* ncclCommFinalize: waits for the device, then detaches the proxy, which
+ * drives the transport the caller is about to close. */
+void mpccl_gpu_finalize(ncclComm_t comm);
 
 /* Checks the call's buffers against the communicator's device (fn names the API
  * call in messages). */
