@@ -55,7 +55,6 @@ static int deliver(void *ctx, int src, uint32_t piece, const void *host, const v
                    volatile uint32_t *ack)
 {
     mpccl_os_remote_t *r = ctx;
-    (void)dev;
     int took = 0;
     pthread_mutex_lock(&r->mu);
     mpccl_win_state_t *ws = r->closed ? NULL : __atomic_load_n(&r->comm->win, __ATOMIC_ACQUIRE);
@@ -108,12 +107,15 @@ static int deliver(void *ctx, int src, uint32_t piece, const void *host, const v
         goto out;
     }
     mpccl_status_t st = MPCCL_OK;
-    if (dst) {
+    uint32_t in_kernel = dst && h->bytes <= MPCCL_OS_DELIVER_KERNEL_BYTES ? h->bytes : 0;
+    if (dst && !in_kernel) {
         cudaError_t e = cudaMemcpyAsync(dst, (const char *)host + MPCCL_OS_HDR_BYTES, h->bytes,
                                         cudaMemcpyHostToDevice, r->stream);
         if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaMemcpyAsync (one-sided delivery)");
     }
-    if (st == MPCCL_OK) st = mpccl_os_delivered_launch(word, ack, piece + 1, r->stream);
+    if (st == MPCCL_OK)
+        st = mpccl_os_delivered_launch(dst, (const char *)dev + MPCCL_OS_HDR_BYTES, in_kernel, word, ack, piece + 1,
+                                       r->stream);
     mpccl_cuda_restore_device(saved);
     took = st == MPCCL_OK ? 1 : -1;
     MPCCL_TRACE(MPCCL_SUB_NET, "one-sided: piece %u from rank %d: %u bytes into window #%u at %llu%s", piece, src,

@@ -69,21 +69,39 @@ extern "C" mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t
     return MPCCL_OK;
 }
 
-// The piece's data was copied into the window by the copy before this kernel
-// on the stream (complete before it starts); the fence orders it before the
-// add, as the local signal kernel does.
-__global__ void mpccl_os_delivered_kernel(unsigned long long *sig, volatile uint32_t *ack, uint32_t value)
+#define DELIVER_THREADS 256
+
+// A small piece's data is copied here (src: the slot, 16-byte aligned); a
+// large one's by the copy before this kernel on the stream (complete before
+// it starts).  After the block barrier one fence orders the block's stores
+// (cumulative) before the add, as the local put kernel does; the slot is
+// acknowledged last, once nothing reads it.
+__global__ void __launch_bounds__(DELIVER_THREADS)
+    mpccl_os_delivered_kernel(char *dst, const char *src, uint32_t bytes, unsigned long long *sig,
+                              volatile uint32_t *ack, uint32_t value)
 {
+    uint32_t head = 0;
+    if (((uintptr_t)dst & 15) == 0) {
+        const uint32_t nw = bytes / 16;
+        for (uint32_t k = threadIdx.x; k < nw; k += blockDim.x) ((uint4 *)dst)[k] = ((const uint4 *)src)[k];
+        head = nw * 16;
+    }
+    for (uint32_t k = head + threadIdx.x; k < bytes; k += blockDim.x) dst[k] = src[k];
+    __syncthreads();
+    if (threadIdx.x != 0) return;
     __threadfence_system();
     if (sig) atomicAdd(sig, 1ULL);
     __threadfence_system();
     *ack = value;
 }
 
-extern "C" mpccl_status_t mpccl_os_delivered_launch(uint64_t *sig, volatile uint32_t *ack, uint32_t value,
-                                                    cudaStream_t stream)
+extern "C" mpccl_status_t mpccl_os_delivered_launch(void *dst, const void *src, uint32_t bytes, uint64_t *sig,
+                                                    volatile uint32_t *ack, uint32_t value, cudaStream_t stream)
 {
-    mpccl_os_delivered_kernel<<<1, 1, 0, stream>>>((unsigned long long *)sig, ack, value);
+    if (bytes > MPCCL_OS_DELIVER_KERNEL_BYTES)
+        return mpccl_cuda_error(cudaErrorInvalidValue, "delivery kernel (a piece above the in-kernel copy limit)");
+    mpccl_os_delivered_kernel<<<1, bytes ? DELIVER_THREADS : 32, 0, stream>>>(
+        (char *)dst, (const char *)src, bytes, (unsigned long long *)sig, ack, value);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return mpccl_cuda_error(e, "delivery kernel launch");
     return MPCCL_OK;

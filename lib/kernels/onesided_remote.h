@@ -46,10 +46,16 @@ typedef struct mpccl_os_remote_put {
 /* Copies src into the channel's slots piece by piece (waiting for free slots)
  * and raises tx_ready for each; returns once src may be reused. */
 mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t *a, cudaStream_t stream);
-/* Receiver side, after the copy of a piece's data into its window on the same
- * stream: adds 1 to *sig (when not NULL), then writes value to *ack (the
+/* Pieces up to this many bytes are copied into the window by the delivery
+ * kernel itself, reading the slot over PCIe; larger ones by cudaMemcpyAsync
+ * before it (one launch less against a DMA that a few KB do not need). */
+#define MPCCL_OS_DELIVER_KERNEL_BYTES 8192u
+/* Receiver side: copies bytes (<= MPCCL_OS_DELIVER_KERNEL_BYTES; 0 when the
+ * copy ran before on the stream) from src (the slot's device view) to dst,
+ * then adds 1 to *sig (when not NULL), then writes value to *ack (the
  * proxy's rx_ack: the slot may be received into again). */
-mpccl_status_t mpccl_os_delivered_launch(uint64_t *sig, volatile uint32_t *ack, uint32_t value, cudaStream_t stream);
+mpccl_status_t mpccl_os_delivered_launch(void *dst, const void *src, uint32_t bytes, uint64_t *sig,
+                                         volatile uint32_t *ack, uint32_t value, cudaStream_t stream);
 /* Loads these kernels on the current device now.  With lazy module loading
  * (CUDA's default) the first launch of a kernel may wait for the context to
  * go idle, which never happens while a wait kernel spins for that very
