@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "cuda_rt.h"
 #include "kernels/onesided_remote.h"
 #include "log.h"
@@ -139,7 +140,14 @@ mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t
     r->rank = comm->rank;
     r->nranks = comm->nranks;
     r->dev = comm->cuda_dev;
-    r->nslots = nslots;
+    /* Pieces in flight per peer: a put has no kernel at the target pulling
+     * pieces along, each waits for a send and a delivery; more slots than a
+     * CTA's keep a large put streaming. */
+    int64_t k = mpccl_config_int("PROXY_OS_SLOTS");
+    r->nslots = k >= 1 && k <= 256 && (k & (k - 1)) == 0 ? (uint32_t)k : nslots;
+    if (r->nslots != (uint32_t)k)
+        MPCCL_WARN(MPCCL_SUB_INIT, "MPCCL_PROXY_OS_SLOTS = %lld is not a power of two in 1..256; using %u",
+                   (long long)k, r->nslots);
     r->slot_bytes = slot_bytes;
     /* The caller made comm's device current. */
     size_t bytes = (size_t)comm->nranks * sizeof(uint32_t);
@@ -154,6 +162,7 @@ mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t
     }
     os->deliver = deliver;
     os->ctx = r;
+    os->nslots = r->nslots;
     *links = r->links;
     *out = r;
     return MPCCL_OK;

@@ -19,7 +19,8 @@
 typedef struct mpccl_os_remote mpccl_os_remote_t;
 
 /* Before the proxy attaches (gpu_launch.c): the delivery stream and the
- * piece counters, on comm's device.  Fills *os for mpccl_proxy_attach and
+ * piece counters, on comm's device.  The channel has MPCCL_PROXY_OS_SLOTS
+ * slots per peer (nslots, the CTAs' count, when that setting is unusable).  Fills *os for mpccl_proxy_attach and
  * *links with the array the attach fills (nranks entries). */
 mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t slot_bytes,
                                       mpccl_os_remote_t **out, mpccl_proxy_os_t *os, mpccl_dev_link_t **links);

@@ -36,8 +36,8 @@ typedef struct proxy_peer {
     const char *rx_slots_dev;       /* device view of rx_slots (one-sided delivery) */
     volatile uint32_t *rx_ack_dev;  /* device view of rx_ack */
     proxy_chan_t *chan;   /* [nchan] */
-    mpccl_req_t *tx_req;  /* [nchan][nslots] */
-    mpccl_req_t *rx_req;  /* [nchan][nslots] */
+    mpccl_req_t *tx_req;  /* [nslot_total]: the CTAs' [g][slot], then the one-sided slots */
+    mpccl_req_t *rx_req;  /* [nslot_total] */
 } proxy_peer_t;
 
 enum { DETACH_NONE = 0, DETACH_FLUSH = 1, DETACH_FORCE = 2 };
@@ -47,6 +47,8 @@ struct mpccl_proxy_comm {
     int rank;
     uint32_t nctas, nslots, slot_bytes;
     uint32_t nchan;    /* nctas, plus 1 with the one-sided channel */
+    uint32_t os_nslots; /* slots of the one-sided channel */
+    size_t nslot_total; /* slots per peer and direction: nctas * nslots + os_nslots */
     mpccl_proxy_os_t os;
     mpccl_proxy_alloc_t alloc;
     void *mem;         /* host pointer of the staging of every remote peer */
@@ -125,6 +127,18 @@ static int fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uin
     return 1;
 }
 
+/* Slots of channel g, and the index of its slot s in a peer's [slot] arrays
+ * (the CTAs' [g][slot] first, then the one-sided channel's). */
+static uint32_t chan_slots(const mpccl_proxy_comm_t *pc, uint32_t g)
+{
+    return g < pc->nctas ? pc->nslots : pc->os_nslots;
+}
+
+static size_t slot_index(const mpccl_proxy_comm_t *pc, uint32_t g, uint32_t s)
+{
+    return (size_t)g * pc->nslots + s; /* g = nctas: the one-sided slots follow the CTAs' */
+}
+
 /* The tag's g field of channel c. */
 static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
 {
@@ -133,8 +147,7 @@ static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
 
 static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint32_t p)
 {
-    uint32_t s = p % pc->nslots;
-    size_t i = (size_t)g * pc->nslots + s;
+    size_t i = slot_index(pc, g, p % chan_slots(pc, g));
     mpccl_status_t st = pc->t->ops->irecv(pc->t, pe->rank, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
                                           pe->rx_slots + i * pc->slot_bytes, pc->slot_bytes,
                                           &pe->rx_req[i]);
@@ -148,9 +161,9 @@ static int start(mpccl_proxy_comm_t *pc)
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = 0; g < pc->nchan; g++) {
             proxy_chan_t *c = &pc->peers[k].chan[g];
-            for (uint32_t p = 0; p < pc->nslots; p++)
+            for (uint32_t p = 0; p < chan_slots(pc, g); p++)
                 if (post_recv(pc, &pc->peers[k], g, p) < 0) return 1;
-            c->rx_posted = pc->nslots;
+            c->rx_posted = chan_slots(pc, g);
         }
     return 1;
 }
@@ -160,11 +173,11 @@ static int start(mpccl_proxy_comm_t *pc)
 static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
 {
     proxy_chan_t *c = &pe->chan[g];
-    uint32_t K = pc->nslots;
+    uint32_t K = chan_slots(pc, g);
     int act = 0;
     while (c->tx_next - c->tx_done < K) {
-        uint32_t p = c->tx_next, s = p % K;
-        size_t i = (size_t)g * K + s;
+        uint32_t p = c->tx_next;
+        size_t i = slot_index(pc, g, p % K);
         if (pe->tx_ready[i] != p + 1) break;
         __atomic_thread_fence(__ATOMIC_ACQUIRE); /* len and data after ready */
         uint32_t len = pe->tx_len[i];
@@ -181,7 +194,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
     }
     uint32_t done = c->tx_done;
     while (done != c->tx_next) {
-        mpccl_req_t *r = &pe->tx_req[(size_t)g * K + done % K];
+        mpccl_req_t *r = &pe->tx_req[slot_index(pc, g, done % K)];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "sending", done, g, pe->rank);
         done++;
@@ -200,11 +213,11 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
 static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
 {
     proxy_chan_t *c = &pe->chan[g];
-    uint32_t K = pc->nslots;
+    uint32_t K = chan_slots(pc, g);
     int act = 0;
     while (c->rx_pub != c->rx_posted) {
         uint32_t p = c->rx_pub;
-        size_t i = (size_t)g * K + p % K;
+        size_t i = slot_index(pc, g, p % K);
         mpccl_req_t *r = &pe->rx_req[i];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
@@ -255,14 +268,14 @@ static int serve(mpccl_proxy_comm_t *pc)
 static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
 {
     int n = 0;
-    uint32_t K = pc->nslots;
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = 0; g < pc->nchan; g++) {
             proxy_peer_t *pe = &pc->peers[k];
             proxy_chan_t *c = &pe->chan[g];
             uint32_t first = sends ? c->tx_done : c->rx_pub, end = sends ? c->tx_next : c->rx_posted;
+            uint32_t K = chan_slots(pc, g);
             for (uint32_t p = first; p != end; p++) {
-                mpccl_req_t *r = (sends ? pe->tx_req : pe->rx_req) + (size_t)g * K + p % K;
+                mpccl_req_t *r = (sends ? pe->tx_req : pe->rx_req) + slot_index(pc, g, p % K);
                 if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) continue;
                 if (cancel) pc->t->ops->cancel(pc->t, r);
                 n++;
@@ -431,10 +444,10 @@ typedef struct layout {
     size_t tx_slots, rx_slots, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
 } layout_t;
 
-static layout_t make_layout(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes)
+static layout_t make_layout(uint32_t nchan, size_t nslot_total, uint32_t slot_bytes)
 {
     layout_t l;
-    size_t slots = (size_t)nchan * nslots * slot_bytes, words = ALIGN_UP((size_t)nchan * nslots * 4, 128);
+    size_t slots = nslot_total * slot_bytes, words = ALIGN_UP(nslot_total * 4, 128);
     size_t acks = ALIGN_UP((size_t)nchan * 4, 128);
     l.tx_slots = 0;
     l.rx_slots = ALIGN_UP(slots, 128);
@@ -461,7 +474,7 @@ static void free_pc(mpccl_proxy_comm_t *pc)
 static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, char *host, char *dev,
                       const layout_t *l, mpccl_dev_link_t *link, mpccl_dev_link_t *os_link)
 {
-    size_t per = (size_t)pc->nchan * pc->nslots;
+    size_t per = pc->nslot_total;
     char *h = host + (size_t)k * l->bytes, *d = dev + (size_t)k * l->bytes;
     pe->tx_slots = h + l->tx_slots;
     pe->rx_slots = h + l->rx_slots;
@@ -506,12 +519,15 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     MPCCL_CHECK(check_args(t, rank, nranks, is_remote, nctas, nslots, slot_bytes, alloc, links, out));
     if (os && (os->deliver == NULL || os_links == NULL))
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: the one-sided channel needs deliver and os_links");
+    uint32_t os_nslots = os ? (os->nslots ? os->nslots : nslots) : 0;
+    if (os && (os_nslots & (os_nslots - 1)) != 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: os->nslots = %u, expected a power of two", os_nslots);
     mpccl_status_t st = MPCCL_OK;
     int npeers = 0;
     for (int i = 0; i < nranks; i++) npeers += is_remote[i] != 0;
     uint32_t nchan = nctas + (os ? 1 : 0);
-    layout_t l = make_layout(nchan, nslots, slot_bytes);
-    size_t per = (size_t)nchan * nslots;
+    size_t per = (size_t)nctas * nslots + os_nslots;
+    layout_t l = make_layout(nchan, per, slot_bytes);
     mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
     if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
     if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
@@ -524,6 +540,8 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     pc->rank = rank;
     pc->nctas = nctas;
     pc->nchan = nchan;
+    pc->os_nslots = os_nslots;
+    pc->nslot_total = per;
     if (os) pc->os = *os;
     pc->nslots = nslots;
     pc->slot_bytes = slot_bytes;

@@ -61,6 +61,7 @@ typedef struct mpccl_proxy_os {
     int (*deliver)(void *ctx, int src, uint32_t piece, const void *host, const void *dev, uint32_t len,
                    volatile uint32_t *rx_ack);
     void *ctx;
+    uint32_t nslots; /* slots of the channel per peer, a power of two (0: as many as a CTA's) */
 } mpccl_proxy_os_t;
 
 /* The proxy tag of piece p of CTA g sent by rank `sender`. */
@@ -77,7 +78,7 @@ static inline uint64_t mpccl_proxy_tag(int sender, uint32_t g, uint32_t p)
  * are left as they are.  nctas <= MPCCL_PROXY_MAX_CTAS, nslots a power of two,
  * slot_bytes a positive multiple of 16.  os != NULL adds the one-sided channel
  * and fills os_links[i] (nranks entries) for remote peers: its tx_* views
- * (arrays of one channel: tx_ready/tx_len [nslots], tx_ack one word).  Local:
+ * (arrays of one channel: tx_ready/tx_len [os->nslots], tx_ack one word).  Local:
  * no communication with the peers here; pieces a peer sends before this rank
  * attached wait in the transport. */
 mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,

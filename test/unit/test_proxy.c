@@ -527,10 +527,14 @@ static int test_deliver(void *ctx, int src, uint32_t piece, const void *host, co
     return 1;
 }
 
+/* Slots of the one-sided channel: twice a CTA's, so that mixing the two
+ * counts in the layout shows. */
+#define OS_SLOTS 8u
+
 /* The put kernel's side: piece p into slot p % K once tx_ack >= p - K + 1. */
 static void os_send_all(world_t *w, int me, const mpccl_dev_link_t *os_links, double end)
 {
-    uint32_t K = w->nslots, S = w->slot_bytes[me];
+    uint32_t K = OS_SLOTS, S = w->slot_bytes[me];
     for (int peer = 0; peer < w->n; peer++) {
         if (!w->remote[me][peer]) continue;
         const mpccl_dev_link_t *l = &os_links[peer];
@@ -561,7 +565,7 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
     rx->w = w;
     rx->me = me;
     mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &w->heap[me]};
-    mpccl_proxy_os_t os = {test_deliver, rx};
+    mpccl_proxy_os_t os = {test_deliver, rx, OS_SLOTS};
     mpccl_proxy_comm_t *pc = NULL;
     mpccl_status_t st = mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
                                            links, &os, os_links, &pc);
@@ -570,7 +574,9 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
     check_links(w, me, links);
     for (int i = 0; i < w->n; i++)
         if (w->remote[me][i]) {
-            ck_assert(in_heap(&w->heap[me], os_links[i].tx_slots, (size_t)w->nslots * w->slot_bytes[me]));
+            ck_assert(in_heap(&w->heap[me], os_links[i].tx_slots, (size_t)OS_SLOTS * w->slot_bytes[me]));
+            ck_assert(in_heap(&w->heap[me], (const void *)os_links[i].tx_ready, OS_SLOTS * 4));
+            ck_assert(in_heap(&w->heap[me], (const void *)os_links[i].tx_len, OS_SLOTS * 4));
             ck_assert(os_links[i].tx_slots >= links[i].tx_slots + (size_t)w->nctas * w->nslots * w->slot_bytes[me]);
             ck_assert_ptr_eq((const void *)os_links[i].tx_ack, (const void *)(links[i].tx_ack + w->nctas));
         }
