@@ -63,6 +63,10 @@ static mpccl_setting_t settings[] = {
      "flat p2p: messages from this many bytes are stored straight into the receive buffer when the receiver "
      "ncclCommRegister'd it (the receiver announces it first); smaller ones are always staged",
      NULL, NULL},
+    {"FLAT_P2P_PULL", NULL, "1",
+     "flat p2p: 1: a message of FLAT_P2P_DIRECT_BYTES or more from a ncclCommRegister'd send buffer into an "
+     "unregistered receive buffer is copied by the receiver straight out of the send buffer; 0: staged",
+     NULL, NULL},
     {"FLAT_P2P_CTAS", NULL, "64", "flat p2p: most CTAs one send/recv message uses (1..128, at most FLAT_CTAS / 2: sending and receiving CTAs are separate)", NULL,
      NULL},
     {"FLAT_CTAS", NULL, "128", "flat kernels: most CTAs per launch (1..128)", NULL, NULL},

@@ -34,6 +34,7 @@ typedef struct {
 struct mpccl_flat_comm {
     int rank, nranks, dev;
     flat_settings_t set;
+    int p2p_pull;  /* MPCCL_FLAT_P2P_PULL: registered send buffers offer themselves (local: the sender's say) */
     void *region;
     mpccl_ipc_desc_t *desc;                  /* [nranks] */
     char *peer[MPCCL_FLAT_MAX_RANKS];        /* every region as this device sees it */
@@ -165,6 +166,7 @@ mpccl_status_t mpccl_flat_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo
     f->nranks = n;
     f->dev = g->dev;
     f->set = set;
+    f->p2p_pull = mpccl_config_int("FLAT_P2P_PULL") != 0;
     size_t bytes = (size_t)mpccl_flat_region_bytes(n, set.slice_bytes, set.ll_max, set.p2p_slice);
     int ok = 0;
     mpccl_status_t mine = map_region(f, bs, bytes);
@@ -353,12 +355,12 @@ int mpccl_flat_takes_p2p(const mpccl_flat_comm_t *f)
     return f && f->set.p2p;
 }
 
-/* The receive buffer of a direct message as the sending peer sees it, when
- * it is ncclCommRegister'd here (else NULL: the message is staged). */
-static char *direct_target(const mpccl_call_t *c, uint64_t bytes)
+/* A direct message's buffer as the peer sees it, when it is
+ * ncclCommRegister'd here and mapped there (else NULL). */
+static char *peer_view(const mpccl_call_t *c, const void *buf, uint64_t bytes)
 {
     char *peers[MPCCL_FLAT_MAX_RANKS];
-    if (!mpccl_gpu_reg_peers(c->comm, c->task.out, bytes, peers)) return NULL;
+    if (!mpccl_gpu_reg_peers(c->comm, buf, bytes, peers)) return NULL;
     return peers[c->desc.root];
 }
 
@@ -389,7 +391,7 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
         op->send = (uint16_t)send;
         /* both ends decide alike: from the size and the agreed settings */
         op->sync = (uint16_t)(f->set.reg && bytes >= f->set.p2p_direct && op->peer != f->rank);
-        op->rbuf = op->sync && !send ? direct_target(c, bytes) : NULL;
+        op->peer_buf = op->sync && (!send || f->p2p_pull) ? peer_view(c, op->buf, bytes) : NULL;
         mpccl_flat_p2p_geometry(&gp, bytes, &op->ctas, &op->sub);
         uint32_t *grid = send ? &send_grid : &recv_grid;
         if (op->ctas > *grid) *grid = op->ctas;

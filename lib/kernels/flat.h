@@ -36,19 +36,22 @@ typedef struct mpccl_flat_args {
 /* One send or receive of a p2p launch.  Both ends cut a message the same way
  * (from its size alone): ctas CTAs, sub bytes each per chunk.
  * Direct messages (sync = 1, both ends decide it from the size alone): before
- * the first chunk the receiver tells the sender where its buffer is -- rbuf,
- * the receive buffer as the sender sees it when it is ncclCommRegister'd, else
- * NULL -- and the sender then stores straight into it (no staging, no copy
- * out); with NULL the message is staged as any other. */
+ * the first chunk each end tells the other where its buffer is -- peer_buf,
+ * the buffer as the other end's process sees it when it is ncclCommRegister'd
+ * and mapped there, else NULL.  A registered receive buffer wins: the sender
+ * stores straight into it (push).  Else a registered send buffer: the
+ * receiver copies straight out of it (pull), and the sender waits for its
+ * acknowledgements before the send completes.  Else the message is staged as
+ * any other. */
 #define MPCCL_FLAT_P2P_MAX_OPS 64
 #define MPCCL_FLAT_P2P_FEW_OPS 4 /* launches of at most this many calls pass small arguments */
 typedef struct mpccl_flat_p2p_op {
     char *buf;
-    char *rbuf; /* receives with sync: buf as the peer's process sees it, or NULL */
+    char *peer_buf; /* sync calls: buf as the peer's process sees it, or NULL (sends: NULL unless pull is on) */
     uint64_t bytes;
     int32_t peer;
     uint16_t send; /* 1: send, 0: receive */
-    uint16_t sync; /* 1: the receiver announces rbuf before the first chunk */
+    uint16_t sync; /* 1: both ends announce peer_buf before the first chunk */
     uint32_t ctas, sub;
 } mpccl_flat_p2p_op_t;
 

@@ -73,7 +73,9 @@ static inline MPCCL_FLAT_HD uint64_t mpccl_flat_ll_area(uint64_t ll_max)
  *   ack    [destination N][CTA] uint32        raised by the destination in my region
  *   tx, rx [peer N][CTA] uint32               chunks sent to / received from each peer (mine)
  *   direct [source N][CTA] 2 x u64            raised by the source before a direct message:
- *                                             {its receive buffer as I see it or 0, first chunk} */
+ *                                             {its receive buffer as I see it or 0, first chunk}
+ *   pull   [source N][CTA] 2 x u64            raised by the sender of a direct message:
+ *                                             {its send buffer as I see it or 0, first chunk} */
 static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_off(int nranks, uint64_t slice_bytes, uint64_t ll_max)
 {
     return mpccl_flat_ll_off(nranks, slice_bytes) + 2ull * (uint64_t)nranks * mpccl_flat_ll_area(ll_max);
@@ -81,7 +83,7 @@ static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_off(int nranks, uint64_t sli
 static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_bytes(int nranks, uint64_t p2p_slice)
 {
     return 2ull * (uint64_t)nranks * p2p_slice + 5ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t) +
-           2ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint64_t);
+           4ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint64_t);
 }
 /* Window collectives (calls whose buffers lie in symmetric windows or in
  * registered buffers, flat.h) move no data through the region, only a barrier

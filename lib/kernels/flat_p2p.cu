@@ -16,21 +16,34 @@
  * copy), calls to the same peer in the same direction strictly in program
  * order; the two directions never wait for each other.
  * Messages are cut from their size alone: both ends agree without talking.
- * Direct messages (op.sync, flat.h): before its first chunk k0 the receiver
- * writes {rbuf, k0} into the sender's region (direct[me][g]); the sender
- * waits for it, and with rbuf set stores its whole part of the message (one
- * chunk per CTA) straight into the user's buffer (no slot, no wait for acks)
- * and raises ready as usual; the receiver copies nothing and acks.  The
- * counters stay those of the staged protocol, so both kinds mix freely. */
+ * Direct messages (op.sync, flat.h): at its first chunk k0 the receiver
+ * writes {its buffer as the sender sees it or 0, k0} into the sender's
+ * region (direct[me][g]) and the sender writes {its buffer as the receiver
+ * sees it or 0, k0} into the receiver's (pull[me][g]).  Each end then knows
+ * the mode, one chunk per CTA unless staged:
+ *   push (receive buffer known): the sender stores straight into it (no
+ *     slot, no wait for acks) and raises ready; the receiver copies nothing
+ *     and acks;
+ *   pull (only the send buffer known): the receiver copies straight out of
+ *     it and acks; the sender moves nothing, and waits for that ack before
+ *     it raises ready, so its send completes after the receiver's reads;
+ *   staged otherwise.
+ * A sender writes its next announcement to a peer only once the receiver
+ * acknowledged the first chunk of the previous one (so it was read; a staged
+ * sender may run ahead by two chunks).  The counters stay those of the
+ * staged protocol, so all kinds mix freely. */
 #include "kernels/flat_impl.cuh"
 
 namespace {
 
+enum { STAGED = 0, PUSH = 1, PULL = 2 };
+
 struct p2p_state {
     uint32_t chunks[MPCCL_FLAT_P2P_MAX_OPS]; /* chunks this CTA finished, per call */
-    char *direct[MPCCL_FLAT_P2P_MAX_OPS];    /* sends: the receiver's buffer, once known */
+    char *other[MPCCL_FLAT_P2P_MAX_OPS];     /* sync calls: push: the receive buffer; pull: the send buffer */
     uint8_t fin[MPCCL_FLAT_P2P_MAX_OPS];
-    uint8_t known[MPCCL_FLAT_P2P_MAX_OPS]; /* sync calls: announced (receive) / answer read (send) */
+    uint8_t known[MPCCL_FLAT_P2P_MAX_OPS]; /* sync calls: 1 announced, 2 the other end's announcement read */
+    uint8_t mode[MPCCL_FLAT_P2P_MAX_OPS];  /* STAGED, PUSH or PULL */
     int act;
     uint32_t k;
     uint64_t n; /* bytes of the chosen chunk for this CTA */
@@ -66,6 +79,11 @@ struct p2p {
     {
         return (volatile unsigned long long *)(a.region[r] + direct_base()) + ((uint64_t)src * MPCCL_FLAT_MAX_CTAS + g) * 2;
     }
+    /* {send buffer, first chunk} that sender src announced to r */
+    __device__ volatile unsigned long long *pull(int r, int src) const
+    {
+        return direct(r, src) + 2ull * N * MPCCL_FLAT_MAX_CTAS;
+    }
     __device__ uint32_t *counter(int send, int peer) const
     {
         return (uint32_t *)(a.region[me] + (send ? tx_base() : rx_base())) + (uint64_t)peer * MPCCL_FLAT_MAX_CTAS + g;
@@ -75,7 +93,7 @@ struct p2p {
      * direct once the handshake is done). */
     __device__ bool is_direct(const mpccl_flat_p2p_op_t &op, int i) const
     {
-        return op.send ? sh.direct[i] != NULL : op.sync && op.rbuf;
+        return sh.mode[i] != STAGED;
     }
     __device__ uint64_t sub_of(const mpccl_flat_p2p_op_t &op, int i) const
     {
@@ -104,23 +122,30 @@ struct p2p {
                     blocked = !sh.fin[j] && ops[j].peer == op.peer && ops[j].send == op.send;
                 if (blocked) continue;
                 uint32_t k = *counter(op.send, op.peer) + 1u, par = k & 1u;
-                if (op.sync && !sh.known[i] && !handshake(op, i, k)) continue;
+                if (op.sync && sh.known[i] != 2 && !handshake(op, i, k)) continue;
                 uint64_t sub = sub_of(op, i), off = (uint64_t)sh.chunks[i] * op.ctas * sub + (uint64_t)g * sub;
                 uint64_t n = off < op.bytes ? (op.bytes - off < sub ? op.bytes - off : sub) : 0;
                 if (op.send) {
-                    char *to = sh.direct[i];
-                    if (to) {
-                        sh.ptrs.d[0] = to + off;
+                    if (sh.mode[i] == PUSH) {
+                        sh.ptrs.d[0] = sh.other[i] + off;
+                    } else if (sh.mode[i] == PULL) {
+                        /* the receiver copied chunk k out of our buffer */
+                        if ((int32_t)(vload(ack(me, op.peer)) - k) < 0) continue;
+                        sh.ptrs.d[0] = op.buf + off;
+                        n = 0;
                     } else {
                         if ((int32_t)(vload(ack(me, op.peer)) - (k - 2u)) < 0) continue;
                         sh.ptrs.d[0] = data(op.peer, me, par);
                     }
                     sh.ptrs.s[0] = op.buf + off;
+                } else if (sh.mode[i] == PULL) {
+                    sh.ptrs.s[0] = sh.other[i] + off; /* announced after the sender's stream work */
+                    sh.ptrs.d[0] = op.buf + off;
                 } else {
                     if ((int32_t)(vload(ready(me, op.peer, par)) - k) < 0) continue;
                     sh.ptrs.s[0] = data(me, op.peer, par);
                     sh.ptrs.d[0] = op.buf + off;
-                    if (is_direct(op, i)) n = 0; /* the sender stored it in place */
+                    if (sh.mode[i] == PUSH) n = 0; /* the sender stored it in place */
                 }
                 __threadfence(); /* acquire: the slot is free / the chunk is here */
                 sh.act = i;
@@ -137,25 +162,36 @@ struct p2p {
         }
     }
 
-    /* Thread 0, at the first chunk k of a sync call: the receiver announces
-     * its buffer (true at once); the sender reads the announcement (true
-     * once it is there).  The receiver's earlier stream work on its buffer is
-     * complete before the announcement leaves, so the sender's stores follow it. */
+    /* Thread 0, at the first chunk k of a sync call: announce this end's
+     * buffer, then read the other end's announcement (true once the mode is
+     * known).  Each end's earlier stream work on its buffer is complete
+     * before its announcement leaves, so stores into it (push) and loads
+     * from it (pull) follow that work. */
     __device__ bool handshake(const mpccl_flat_p2p_op_t &op, int i, uint32_t k) const
     {
-        if (!op.send) {
-            volatile unsigned long long *d = direct(op.peer, me);
-            d[0] = (unsigned long long)(uintptr_t)op.rbuf;
+        if (sh.known[i] == 0) {
+            volatile unsigned long long *a = op.send ? pull(op.peer, me) : direct(op.peer, me);
+            /* The receiver has read the previous announcement once it
+             * acknowledged that message's first chunk. */
+            uint32_t prev = op.send ? (uint32_t)a[1] : 0u;
+            if (prev && (int32_t)(vload(ack(me, op.peer)) - prev) < 0) return false;
+            a[0] = (unsigned long long)(uintptr_t)op.peer_buf;
             __threadfence_system(); /* the address before the chunk number */
-            d[1] = k;
+            a[1] = k;
             sh.known[i] = 1;
+        }
+        if (!op.send && op.peer_buf) { /* our buffer is known to the sender: push */
+            sh.mode[i] = PUSH;
+            sh.known[i] = 2;
             return true;
         }
-        volatile unsigned long long *d = direct(me, op.peer);
+        volatile unsigned long long *d = op.send ? direct(me, op.peer) : pull(me, op.peer);
         if ((uint32_t)d[1] != k) return false;
         __threadfence(); /* acquire: the address is the one announced with k */
-        sh.direct[i] = (char *)(uintptr_t)d[0];
-        sh.known[i] = 1;
+        sh.other[i] = (char *)(uintptr_t)d[0];
+        if (op.send) sh.mode[i] = sh.other[i] ? PUSH : op.peer_buf ? PULL : STAGED;
+        else sh.mode[i] = sh.other[i] ? PULL : STAGED;
+        sh.known[i] = 2;
         return true;
     }
 
@@ -177,8 +213,9 @@ struct p2p {
         if (threadIdx.x == 0)
             for (int i = 0; i < a.nops; i++) {
                 sh.chunks[i] = 0;
-                sh.direct[i] = NULL;
+                sh.other[i] = NULL;
                 sh.known[i] = 0;
+                sh.mode[i] = STAGED;
                 sh.fin[i] = ops[i].send != sending || (uint32_t)g >= ops[i].ctas || ops[i].bytes == 0;
             }
         for (;;) {
