@@ -151,11 +151,12 @@ static void usage(void)
            "  -z, --blocking 0|1   wait for each call (GPU buffers only; host calls block)\n"
            "  -G, --cudagraph N    capture N iterations into a CUDA graph and time its replays\n"
            "  -R, --repeats N      time the loop N times, report the median (default 1)\n"
-           "  -W, --window 0..3    1: buffers from ncclMemAlloc registered by each library as\n"
+           "  -W, --window 0..4    1: buffers from ncclMemAlloc registered by each library as\n"
            "                       NCCL_WIN_COLL_SYMMETRIC windows (nccl-tests -R 2);\n"
            "                       2: from ncclMemAlloc, ncclCommRegister'd (nccl-tests -R 1);\n"
            "                       3: from cudaMalloc, ncclCommRegister'd, at an offset that\n"
-           "                       differs between ranks\n"
+           "                       differs between ranks;\n"
+           "                       4: from cudaMalloc, only the send buffer ncclCommRegister'd\n"
            "  -t, --nthreads 1     -g, --ngpus 1   (one GPU per process)\n"
            "  -C, --collective C   allreduce reduce_scatter all_gather alltoall broadcast\n"
            "                       reduce gather scatter sendrecv, or all (default)\n"
@@ -222,7 +223,8 @@ static void parse(int argc, char **argv, opts_t *o, int rank)
         o->repeats > PERF_MAX_REPEATS)
         die("%s", "-n, -m need >= 1; -w >= 0; -a 0..3; -R 1..101");
     if (o->minbytes > o->maxbytes) die("%s", "-b is larger than -e");
-    if (o->window < 0 || o->window > 3) die("%s", "-W: expected 0 (plain), 1 (windows), 2 or 3 (registered)");
+    if (o->window < 0 || o->window > 4)
+        die("%s", "-W: expected 0 (plain), 1 (windows), 2 or 3 (registered), 4 (send buffer registered)");
     if (!strcmp(coll, "all")) {
         for (int c = 0; c < PERF_BCAST; c++) o->colls[o->ncolls++] = c;
     } else {
@@ -466,7 +468,7 @@ static void register_windows(env_t *e, void *sbuf, void *rbuf, size_t bytes, ncc
 
 /* -W 2 and 3: both buffers registered with every library's communicator
  * (local calls).  A library refusing them runs on them unregistered. */
-static void register_buffers(env_t *e, void *sbuf, void *rbuf, size_t bytes, void *reg[2][2])
+static void register_buffers(env_t *e, void *sbuf, void *rbuf, size_t bytes, void *reg[2][2], int recv_too)
 {
     for (int l = 0; l < e->nlibs; l++) {
         perf_nccl_t *L = &e->lib[l];
@@ -475,7 +477,7 @@ static void register_buffers(env_t *e, void *sbuf, void *rbuf, size_t bytes, voi
             continue;
         }
         ncclResult_t r = L->CommRegister(e->comm[l], sbuf, bytes, &reg[l][0]);
-        if (r == ncclSuccess) r = L->CommRegister(e->comm[l], rbuf, bytes, &reg[l][1]);
+        if (r == ncclSuccess && recv_too) r = L->CommRegister(e->comm[l], rbuf, bytes, &reg[l][1]);
         if (r != ncclSuccess) {
             if (l == 0) LCHECK(L, r);
             printf("# -W: rank %d: %s refused the registration (%s): its buffers stay unregistered\n", e->rank,
@@ -503,15 +505,19 @@ static void run_coll(const opts_t *o, env_t *e, perf_coll_t coll)
         LCHECK(&e->lib[0], e->lib[0].MemAlloc(&sbuf, bufbytes));
         LCHECK(&e->lib[0], e->lib[0].MemAlloc(&rbuf, bufbytes));
         if (o->window == 1) register_windows(e, sbuf, rbuf, bufbytes, win);
-        else register_buffers(e, sbuf, rbuf, bufbytes, reg);
+        else register_buffers(e, sbuf, rbuf, bufbytes, reg, 1);
     } else if (o->window == 3) {
         sbuf = perf_mem_alloc(&e->mem, bufbytes + shift);
         rbuf = perf_mem_alloc(&e->mem, bufbytes + shift);
         if (sbuf && rbuf) {
             sbuf = (char *)sbuf + shift;
             rbuf = (char *)rbuf + shift;
-            register_buffers(e, sbuf, rbuf, bufbytes, reg);
+            register_buffers(e, sbuf, rbuf, bufbytes, reg, 1);
         }
+    } else if (o->window == 4) {
+        sbuf = perf_mem_alloc(&e->mem, bufbytes);
+        rbuf = perf_mem_alloc(&e->mem, bufbytes);
+        if (sbuf && rbuf) register_buffers(e, sbuf, rbuf, bufbytes, reg, 0);
     } else {
         sbuf = perf_mem_alloc(&e->mem, bufbytes);
         rbuf = perf_mem_alloc(&e->mem, bufbytes);
