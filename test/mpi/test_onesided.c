@@ -223,12 +223,17 @@ START_TEST(test_release_with_comm)
 }
 END_TEST
 
-/* Send/recv into ncclCommRegister'd receive buffers (GPU communicators store
- * large messages straight into them) next to unregistered ones: in round
- * "mix" only even ranks register, so every pair of directions differs.  Three
- * messages per direction in one group (order per peer), at odd sizes and
- * offsets around MPCCL_FLAT_P2P_DIRECT_BYTES (4 MB); check-gpu also runs it with
- * that set to 1M. */
+/* Send/recv with ncclCommRegister'd buffers (GPU communicators store large
+ * messages straight into a registered receive buffer -- push -- or copy them
+ * straight out of a registered send buffer -- pull) next to unregistered
+ * ones.  Rounds name what each rank registers: in "mix" only even ranks
+ * register their receive buffer, so the two directions of every pair differ;
+ * in "src" only even ranks their send buffer (pull one way, staged the
+ * other); in "src+mix" every rank its send buffer and even ranks their
+ * receive buffer (push one way, pull the other).  Three messages per
+ * direction in one group (order per peer), at odd sizes and offsets around
+ * MPCCL_FLAT_P2P_DIRECT_BYTES (4 MB); check-gpu also runs it with that set to
+ * 1M, so two direct messages follow each other. */
 START_TEST(test_registered_sendrecv)
 {
     static const size_t sizes[3] = {(4u << 20) + 7, 4099, (1u << 20) + 16};
@@ -239,11 +244,14 @@ START_TEST(test_registered_sendrecv)
      * sender and receiver misaligned differently */
     unsigned char *src0 = perf_mem_alloc(&t_mem, total + 5), *src = src0 + 5, *dst = perf_mem_alloc(&t_mem, total);
     unsigned char *h = malloc(total);
-    const char *rounds[3] = {"mix", "all", "none"};
-    for (int r = 0; r < 3 && t_failures() == 0; r++) {
-        int reg = r == 1 || (r == 0 && t_rank % 2 == 0);
-        void *handle = NULL;
+    const char *rounds[5] = {"mix", "all", "none", "src", "src+mix"};
+    for (int r = 0; r < 5 && t_failures() == 0; r++) {
+        int even = t_rank % 2 == 0;
+        int reg = r == 1 || ((r == 0 || r == 4) && even);
+        int reg_src = (r == 3 && even) || r == 4;
+        void *handle = NULL, *src_handle = NULL;
         if (reg) T_NCCL(ncclCommRegister(t_comm, dst, total, &handle));
+        if (reg_src) T_NCCL(ncclCommRegister(t_comm, src0, total + 5, &src_handle));
         for (int m = 0; m < 3; m++) fill(h + offs[m], sizes[m], piece_seed(500 + r * 3 + m, t_rank, next));
         T_EXPECT(perf_mem_put(&t_mem, src, h, total) == 0, "upload");
         memset(h, 0, total);
@@ -257,12 +265,13 @@ START_TEST(test_registered_sendrecv)
         T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream sync failed");
         T_EXPECT(perf_mem_get(&t_mem, h, dst, total) == 0, "download");
         for (int m = 0; m < 3; m++) {
-            char what[96];
-            snprintf(what, sizeof(what), "round %s (registered here: %d) message %d of %zu bytes from rank %d",
-                     rounds[r], reg, m, sizes[m], prev);
+            char what[128];
+            snprintf(what, sizeof(what), "round %s (registered here: recv %d send %d) message %d of %zu bytes from rank %d",
+                     rounds[r], reg, reg_src, m, sizes[m], prev);
             check(h + offs[m], sizes[m], piece_seed(500 + r * 3 + m, prev, t_rank), what);
         }
         if (reg) T_NCCL(ncclCommDeregister(t_comm, handle));
+        if (reg_src) T_NCCL(ncclCommDeregister(t_comm, src_handle));
     }
     free(h);
     perf_mem_free(&t_mem, src0);
