@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -120,9 +121,12 @@ static int fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uin
 {
     if (pc->failed) return 0;
     pc->failed = 1;
-    mpccl_fail(st, "proxy: rank %d: %s piece %u of CTA %u with rank %d failed (%s); "
+    char chan[32];
+    if (g < pc->nctas) snprintf(chan, sizeof(chan), "CTA %u", g);
+    else snprintf(chan, sizeof(chan), "the one-sided channel");
+    mpccl_fail(st, "proxy: rank %d: %s piece %u of %s with rank %d failed (%s); "
                "the proxy stops serving this communicator",
-               pc->rank, what, piece, g, peer, mpccl_status_name(st));
+               pc->rank, what, piece, chan, peer, mpccl_status_name(st));
     __atomic_store_n(&pc->error, st, __ATOMIC_RELEASE);
     return 1;
 }
