@@ -229,7 +229,7 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
             size_t off = i * pc->slot_bytes;
             int took = pc->os.deliver(pc->os.ctx, pe->rank, p, pe->rx_slots + off, pe->rx_slots_dev + off,
                                       (uint32_t)r->bytes, pe->rx_ack_dev + g);
-            if (took < 0) return fail(pc, MPCCL_ERR_INTERNAL, "delivering one-sided", p, g, pe->rank);
+            if (took < 0) return fail(pc, MPCCL_ERR_INTERNAL, "delivering", p, g, pe->rank);
             if (took == 0) break;
             c->rx_pub++;
             act++;

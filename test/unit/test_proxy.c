@@ -491,6 +491,7 @@ typedef struct os_rx {
     world_t *w;
     int me;
     uint32_t next[MAXR];  /* next piece expected from each sender */
+    int fail_at;          /* > 0: refuse this piece for good (deliver returns -1) */
     int refusals[MAXR];   /* "not now" answers given */
     char bad[256];        /* first mismatch (asserting here would log every call) */
 } os_rx_t;
@@ -513,6 +514,7 @@ static int test_deliver(void *ctx, int src, uint32_t piece, const void *host, co
     else if (piece != s->next[src])
         snprintf(s->bad, sizeof(s->bad), "from %d: piece %u, expected %u (order)", src, piece, s->next[src]);
     if (s->bad[0]) return 0;
+    if (s->fail_at > 0 && piece == (uint32_t)s->fail_at) return -1;
     if (piece % 5 == 2 && s->refusals[src]++ % 2 == 0) return 0;
     size_t n = os_len(s->w, src, s->me, piece);
     const unsigned char *b = host;
@@ -607,6 +609,55 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
     t->ops->close(t, 0);
 }
 
+/* A delivery that fails stops the communicator: the proxy reports it and
+ * hands nothing more over; detach still returns. */
+static void os_fail_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR], os_links[MAXR];
+    memset(os_links, 0, sizeof(os_links));
+    os_rx_t *rx = &os_rx[me];
+    memset(rx, 0, sizeof(*rx));
+    rx->w = w;
+    rx->me = me;
+    rx->fail_at = me == 1 ? 3 : 0;
+    mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &w->heap[me]};
+    mpccl_proxy_os_t os = {test_deliver, rx, OS_SLOTS};
+    mpccl_proxy_comm_t *pc = NULL;
+    ck_assert_int_eq(mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
+                                        links, &os, os_links, &pc), MPCCL_OK);
+    mpccl_bootstrap_barrier(bs);
+    double end = now_s() + 30;
+    if (me == 0) os_send_all(w, me, os_links, end); /* msgs <= OS_SLOTS: no wait for acks */
+    if (me == 1) {
+        while (mpccl_proxy_error(pc) == MPCCL_OK) {
+            if (now_s() > end) ck_abort_msg("rank 1: the failed delivery was not reported");
+            sched_yield();
+        }
+        ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_ERR_INTERNAL);
+        /* pieces 0..2 were delivered, 3 refused, nothing after it */
+        ck_assert_uint_eq(rx->next[0], 3);
+    }
+    mpccl_bootstrap_barrier(bs);
+    mpccl_proxy_detach(pc, 1);
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, 1);
+}
+
+START_TEST(test_os_fail)
+{
+    world_t *w = calloc(1, sizeof(*w));
+    w->n = 2;
+    all_remote(w);
+    w->nctas = 1;
+    w->nslots = 4;
+    w->slot_bytes[0] = w->slot_bytes[1] = 256;
+    w->msgs = 6;
+    w->body = os_fail_body;
+    run_world(w);
+    free(w);
+}
+END_TEST
+
 START_TEST(test_os_channel)
 {
     /* 2 and 3 ranks (in the second, ranks 0 and 1 share a node); small slots,
@@ -673,7 +724,7 @@ int main(void)
     /* One case per behaviour, so CK_RUN_CASE picks one. */
     struct { const char *name; const TTest *t; int loops; } cases[] = {
         {"args", test_args, 0}, {"traffic", test_traffic, 5}, {"error", test_error, 0},
-        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}, {"os_channel", test_os_channel, 3}};
+        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}, {"os_channel", test_os_channel, 3}, {"os_fail", test_os_fail, 0}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_set_timeout(tc, 120);
