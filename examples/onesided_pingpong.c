@@ -1,9 +1,11 @@
 /* Ping-pong between ranks 0 and 1: ncclPutSignal + ncclWaitSignal on a window
  * next to ncclSend/ncclRecv, same buffers, same run.  Prints the half round
  * trip and the bandwidth it implies per size.  Other ranks only take part in
- * the collective window registration.
+ * the collective window registration.  -c PATH adds another NCCL's
+ * ncclSend/ncclRecv (say NVIDIA's libnccl.so.2, loaded privately as
+ * mpccl-perf --compare does) on the same buffers and stream.
  *
- *   mpirun -np 2 ./onesided_pingpong [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP]
+ *   mpirun -np 2 ./onesided_pingpong [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP] [-c PATH]
  *
  * On GPU communicators every iteration is enqueued on the stream (the two
  * ranks meet through device-side signals) and the stream is synchronised once
@@ -17,6 +19,7 @@
 
 #include "mpccl_mpi.h"
 #include "nccl.h"
+#include "perf_lib.h"
 #include "perf_mem.h"
 
 #if defined(__has_include) && !defined(MPCCL_NO_CUDA)
@@ -39,6 +42,21 @@
 static ncclComm_t comm;
 static perf_mem_t mem;
 static int rank;
+static perf_nccl_t other; /* -c: the other library */
+static ncclComm_t other_comm;
+
+/* Rounds: mpccl put/signal, mpccl send/recv, the other library's send/recv. */
+enum { PUTSIG = 0, SENDRECV = 1, OTHER_SENDRECV = 2 };
+
+#define CHECK_OTHER(call)                                                                                  \
+    do {                                                                                                   \
+        ncclResult_t r_ = (call);                                                                          \
+        if (r_ != ncclSuccess) {                                                                           \
+            fprintf(stderr, "%s:%d: %s failed in %s: %s\n", __FILE__, __LINE__, #call, other.path,           \
+                    other.GetErrorString(r_));                                                             \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                  \
+        }                                                                                                  \
+    } while (0)
 
 /* Window memory: 4096-aligned host memory, or cudaMalloc (2 MiB granularity). */
 static void *win_alloc(size_t bytes)
@@ -79,6 +97,21 @@ static void sendrecv_round(void *src, void *dst, size_t bytes)
     if (rank == 0) CHECK_NCCL(ncclRecv(dst, bytes, ncclUint8, peer, comm, mem.stream));
 }
 
+static void other_sendrecv_round(void *src, void *dst, size_t bytes)
+{
+    int peer = 1 - rank;
+    if (rank == 1) CHECK_OTHER(other.Recv(dst, bytes, ncclUint8, peer, other_comm, mem.stream));
+    CHECK_OTHER(other.Send(src, bytes, ncclUint8, peer, other_comm, mem.stream));
+    if (rank == 0) CHECK_OTHER(other.Recv(dst, bytes, ncclUint8, peer, other_comm, mem.stream));
+}
+
+static void round_of(int kind, void *src, void *dst, size_t bytes, ncclWindow_t win)
+{
+    if (kind == PUTSIG) putsig_round(src, bytes, win);
+    else if (kind == SENDRECV) sendrecv_round(src, dst, bytes);
+    else other_sendrecv_round(src, dst, bytes);
+}
+
 /* Seconds per round trip over iters rounds (after warmup). */
 static double time_rounds(int kind, void *src, void *dst, size_t bytes, ncclWindow_t win, int iters, int warmup)
 {
@@ -89,8 +122,7 @@ static double time_rounds(int kind, void *src, void *dst, size_t bytes, ncclWind
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = MPI_Wtime();
         }
-        if (kind == 0) putsig_round(src, bytes, win);
-        else sendrecv_round(src, dst, bytes);
+        round_of(kind, src, dst, bytes, win);
     }
     perf_mem_sync(&mem);
     return (MPI_Wtime() - t0) / iters;
@@ -103,8 +135,7 @@ static int check_once(int kind, unsigned char *src, unsigned char *dst, size_t b
     for (size_t i = 0; i < bytes; i++) h[i] = (unsigned char)(rank * 131 + kind * 7 + i * 13 + bytes);
     perf_mem_put(&mem, src, h, bytes);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (kind == 0) putsig_round(src, bytes, win);
-    else sendrecv_round(src, dst, bytes);
+    round_of(kind, src, dst, bytes, win);
     perf_mem_sync(&mem);
     perf_mem_get(&mem, h, dst, bytes);
     int bad = 0;
@@ -128,19 +159,41 @@ static size_t parse_size(const char *s)
     }
 }
 
+/* -c: the other library's communicator over the same ranks. */
+static void open_other(const char *path)
+{
+    char err[700];
+    if (perf_lib_open(&other, path, err, sizeof(err)) || !other.Send || !other.Recv) {
+        if (rank == 0) fprintf(stderr, "onesided_pingpong -c %s: %s\n", path, err[0] ? err : "no ncclSend/ncclRecv");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (!perf_lib_distinct(&other)) {
+        if (rank == 0) fprintf(stderr, "onesided_pingpong -c %s: the loader returned mpccl itself\n", path);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    ncclUniqueId id;
+    int nranks;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (rank == 0) CHECK_OTHER(other.GetUniqueId(&id));
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    CHECK_OTHER(other.CommInitRank(&other_comm, nranks, id, rank));
+}
+
 int main(int argc, char **argv)
 {
     size_t minb = 8, maxb = 4 << 20;
     int iters = 100, warmup = 10, opt, nranks, wrong = 0;
+    const char *compare = NULL;
     MPI_Init(&argc, &argv);
-    while ((opt = getopt(argc, argv, "b:e:n:w:")) != -1) {
+    while ((opt = getopt(argc, argv, "b:e:n:w:c:")) != -1) {
         switch (opt) {
         case 'b': minb = parse_size(optarg); break;
         case 'e': maxb = parse_size(optarg); break;
         case 'n': iters = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
+        case 'c': compare = optarg; break;
         default:
-            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP] [-c OTHER_LIBNCCL]\n", argv[0]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -163,30 +216,38 @@ int main(int argc, char **argv)
     perf_mem_select_device(local);
     CHECK_NCCL(mpcclCommInitMPI(&comm, MPI_COMM_WORLD, NULL));
     if (perf_mem_init(&mem, comm)) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (compare) open_other(compare);
     unsigned char *wbuf = win_alloc(maxb), *src = perf_mem_alloc(&mem, maxb), *dst = perf_mem_alloc(&mem, maxb);
     if (!wbuf || !src || !dst) MPI_Abort(MPI_COMM_WORLD, 1);
     ncclWindow_t win;
     CHECK_NCCL(ncclCommWindowRegister(comm, wbuf, maxb, &win, NCCL_WIN_DEFAULT));
-    if (rank == 0)
-        printf("# ranks 0 <-> 1, %s memory, %d iterations\n# %12s %14s %12s %14s %12s\n", mem.gpu ? "GPU" : "host",
-               iters, "bytes", "putsig_us", "putsig_GB/s", "sendrecv_us", "sendrecv_GB/s");
+    int kinds = compare ? 3 : 2;
+    if (rank == 0) {
+        printf("# ranks 0 <-> 1, %s memory, %d iterations%s%s\n", mem.gpu ? "GPU" : "host", iters,
+               compare ? "; other: " : "", compare ? other.path : "");
+        printf("# %12s %14s %12s %14s %12s", "bytes", "putsig_us", "putsig_GB/s", "sendrecv_us", "sendrecv_GB/s");
+        if (compare) printf(" %14s %12s", "other_sr_us", "other_GB/s");
+        printf("\n");
+    }
     for (size_t b = minb; b <= maxb; b *= 2) {
-        double tp = 0, ts = 0;
-        if (rank < 2) {
-            wrong |= check_once(0, src, wbuf, b, win);
-            wrong |= check_once(1, src, dst, b, win);
-        } else {
-            MPI_Barrier(MPI_COMM_WORLD);
-            MPI_Barrier(MPI_COMM_WORLD);
-            MPI_Barrier(MPI_COMM_WORLD);
-            MPI_Barrier(MPI_COMM_WORLD);
+        double t[3] = {0, 0, 0};
+        for (int k = 0; k < kinds; k++) {
+            if (rank < 2) {
+                wrong |= check_once(k, src, k == PUTSIG ? wbuf : dst, b, win);
+            } else {
+                MPI_Barrier(MPI_COMM_WORLD);
+                MPI_Barrier(MPI_COMM_WORLD);
+            }
         }
-        if (rank < 2) tp = time_rounds(0, src, dst, b, win, iters, warmup) / 2;
-        else MPI_Barrier(MPI_COMM_WORLD);
-        if (rank < 2) ts = time_rounds(1, src, dst, b, win, iters, warmup) / 2;
-        else MPI_Barrier(MPI_COMM_WORLD);
-        if (rank == 0)
-            printf("  %12zu %14.2f %12.3f %14.2f %12.3f\n", b, tp * 1e6, b / tp / 1e9, ts * 1e6, b / ts / 1e9);
+        for (int k = 0; k < kinds; k++) {
+            if (rank < 2) t[k] = time_rounds(k, src, dst, b, win, iters, warmup) / 2;
+            else MPI_Barrier(MPI_COMM_WORLD);
+        }
+        if (rank == 0) {
+            printf("  %12zu", b);
+            for (int k = 0; k < kinds; k++) printf(" %14.2f %12.3f", t[k] * 1e6, b / t[k] / 1e9);
+            printf("\n");
+        }
         if (b == maxb) break;
     }
     int all_wrong = 0;
@@ -196,6 +257,7 @@ int main(int argc, char **argv)
     win_free(wbuf);
     perf_mem_free(&mem, src);
     perf_mem_free(&mem, dst);
+    if (compare) CHECK_OTHER(other.CommDestroy(other_comm));
     perf_mem_fini(&mem);
     CHECK_NCCL(ncclCommDestroy(comm));
     MPI_Finalize();
