@@ -52,14 +52,27 @@ typedef struct win_job {
     int flags;
     mpccl_status_t local;
     ncclWindow_t *win;
+    struct win_job *next;
 } win_job_t;
 
 /* Inside a group the registration runs at ncclGroupEnd, beside the group's
  * other registrations (each in its own thread): one thread may register a
- * window on several ranks of one communicator, as with NCCL. */
+ * window on several ranks of one communicator, as with NCCL.  Registrations
+ * of one communicator are collective in call order, which is the same on
+ * every rank, but their threads reach the lock in any order: each thread
+ * runs whichever of them is first in line (every queued job has a thread, so
+ * all of them run).  So the thread's argument is the communicator, never a
+ * job another thread may have run and freed already. */
 static mpccl_status_t run_win_job(void *arg)
 {
-    win_job_t *j = arg;
+    ncclComm_t comm = arg;
+    mpccl_win_state_t *ws = comm->win;
+    pthread_mutex_lock(&ws->wait_lock);
+    pthread_mutex_lock(&ws->lock);
+    win_job_t *j = ws->reg_head;
+    ws->reg_head = j->next;
+    if (!ws->reg_head) ws->reg_tail = NULL;
+    pthread_mutex_unlock(&ws->lock);
     ncclWindow_t w = NULL;
     /* A thread of ncclGroupEnd: the driver calls of a GPU window need the
      * communicator's device current here. */
@@ -67,11 +80,10 @@ static mpccl_status_t run_win_job(void *arg)
         mpccl_status_t st = mpccl_comm_enter_device(j->comm->cuda_dev);
         if (st != MPCCL_OK) j->local = st;
     }
-    /* Deferred waits of the same group may drive this communicator's worker
-     * in another thread meanwhile. */
-    pthread_mutex_lock(&j->comm->win->wait_lock);
+    /* (wait_lock: deferred waits of the same group may drive this
+     * communicator's worker in another thread meanwhile.) */
     mpccl_status_t st = mpccl_win_register(j->comm, j->buff, j->size, j->flags, j->local, &w);
-    pthread_mutex_unlock(&j->comm->win->wait_lock);
+    pthread_mutex_unlock(&ws->wait_lock);
     if (st == MPCCL_OK) *j->win = w;
     free(j);
     return st;
@@ -91,8 +103,21 @@ MPCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, siz
         win_job_t *j = malloc(sizeof(*j));
         if (!j) return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));
         *j = (win_job_t){.comm = comm, .buff = buff, .size = size, .flags = winFlags, .local = local, .win = win};
-        st = mpccl_group_defer_init(run_win_job, j);
-        if (st != MPCCL_OK) free(j);
+        pthread_mutex_lock(&ws->lock);
+        if (ws->reg_tail) ws->reg_tail->next = j;
+        else ws->reg_head = j;
+        ws->reg_tail = j;
+        pthread_mutex_unlock(&ws->lock);
+        st = mpccl_group_defer_init(run_win_job, comm);
+        if (st != MPCCL_OK) { /* not queued to run: take it out of the line again (it is the last) */
+            pthread_mutex_lock(&ws->lock);
+            win_job_t **pp = &ws->reg_head, *prev = NULL;
+            while (*pp && *pp != j) prev = *pp, pp = &(*pp)->next;
+            if (*pp) *pp = j->next;
+            if (ws->reg_tail == j) ws->reg_tail = prev;
+            pthread_mutex_unlock(&ws->lock);
+            free(j);
+        }
         return mpccl_result(st);
     }
     ncclWindow_t w = NULL;

@@ -241,10 +241,12 @@ mpccl_status_t mpccl_win_register(ncclComm_t comm, void *buff, size_t size, int 
     }
     w->magic = MPCCL_WIN_MAGIC;
     w->comm = comm;
-    /* Every rank reached this point (the agreement above), and every later
-     * failure is agreed on: the ordinals stay equal across ranks. */
+    /* The ordinal counts only once the window is in the list (below), and
+     * every failure in between is agreed on: ordinals stay equal across
+     * ranks, and a peer's put that arrives before this rank finished sees
+     * "not yet" rather than "gone" (mpccl_win_find_id). */
     pthread_mutex_lock(&ws->lock);
-    w->id = ws->next_win_id++;
+    w->id = ws->next_win_id;
     pthread_mutex_unlock(&ws->lock);
     w->base = buff;
     w->size = size;
@@ -256,6 +258,7 @@ mpccl_status_t mpccl_win_register(ncclComm_t comm, void *buff, size_t size, int 
     pthread_mutex_lock(&ws->lock);
     w->next = ws->wins;
     ws->wins = w;
+    ws->next_win_id = w->id + 1;
     pthread_mutex_unlock(&ws->lock);
     MPCCL_INFO(MPCCL_SUB_P2P, "comm 0x%llx: window %p registered (%p, %zu bytes, flags %#x)",
                (unsigned long long)comm->id, (void *)w->handle, buff, size, flags);

@@ -73,7 +73,7 @@ typedef struct mpccl_win_state {
     pthread_mutex_t lock;    /* lists only: data-path calls on one comm are serialised by the user */
     pthread_mutex_t wait_lock; /* waits deferred to ncclGroupEnd run one at a time (they may run in threads) */
     struct mpccl_win *wins;
-    uint32_t next_win_id;    /* under lock: ordinal of the next window registered */
+    uint32_t next_win_id;    /* under lock: windows registered so far (the next one's ordinal) */
     mpccl_reg_t *regs;
     int sig_ready;           /* the signal area is set up and exchanged */
     size_t nsig_words;       /* MPCCL_WIN_NCTX * MPCCL_WIN_NSIG * nranks */
@@ -83,6 +83,7 @@ typedef struct mpccl_win_state {
     mpccl_ucx_mem_t sig_mem;
     uint64_t *peer_sig_addr; /* [nranks] */
     void **peer_sig_rkey;    /* [nranks] */
+    struct win_job *reg_head, *reg_tail; /* grouped ncclCommWindowRegister calls, in call order (api_win.c) */
     struct mpccl_host_put *host_puts; /* puts of the current group still in flight */
     int flush_queued;        /* a flush of host_puts waits for ncclGroupEnd */
     /* GPU comms */

@@ -76,6 +76,64 @@ START_TEST(grouped_windows_and_all_to_all)
 }
 END_TEST
 
+/* Several windows of one communicator registered in one group pair up across
+ * ranks in call order, although each registration runs in a thread of its
+ * own at ncclGroupEnd: windows of different sizes, and a put at the end of
+ * each must land in that window of the peer. */
+#define NWIN 3
+START_TEST(several_windows_in_one_group)
+{
+    ncclComm_t comms[N];
+    ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+    for (int round = 0; round < 4; round++) {
+        unsigned char *wbuf[N][NWIN], *src = malloc(16 * N * NWIN); /* each put its own until the group ends */
+        ncclWindow_t win[N][NWIN];
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < NWIN; k++) {
+                size_t bytes = 4096 * (size_t)(k + 1);
+                ck_assert_int_eq(posix_memalign((void **)&wbuf[r][k], NCCL_WIN_REQUIRED_ALIGNMENT, bytes), 0);
+                memset(wbuf[r][k], 0, bytes);
+            }
+        ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+        for (int k = 0; k < NWIN; k++)
+            for (int r = 0; r < N; r++)
+                ck_assert_int_eq(ncclCommWindowRegister(comms[r], wbuf[r][k], 4096 * (size_t)(k + 1), &win[r][k],
+                                                        NCCL_WIN_COLL_SYMMETRIC),
+                                 ncclSuccess);
+        ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+        ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+        for (int r = 0; r < N; r++) {
+            ncclWaitSignalDesc_t d = {.opCnt = NWIN, .peer = (r + N - 1) % N, .sigIdx = 0, .ctx = 0};
+            ck_assert_int_eq(ncclWaitSignal(1, &d, comms[r], NULL), ncclSuccess);
+        }
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < NWIN; k++) {
+                unsigned char *piece = src + 16 * (r * NWIN + k);
+                for (int i = 0; i < 16; i++) piece[i] = byte(round, r, k, (size_t)i);
+                ck_assert_int_eq(ncclPutSignal(piece, 16, ncclUint8, (r + 1) % N, win[r][k],
+                                               4096 * (size_t)(k + 1) - 16, 0, 0, 0, comms[r], NULL),
+                                 ncclSuccess);
+            }
+        ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < NWIN; k++) {
+                const unsigned char *tail = wbuf[r][k] + 4096 * (size_t)(k + 1) - 16;
+                for (int i = 0; i < 16; i++)
+                    ck_assert_msg(tail[i] == byte(round, (r + N - 1) % N, k, (size_t)i),
+                                  "round %d: rank %d window %d byte %d: %u, expected %u", round, r, k, i, tail[i],
+                                  byte(round, (r + N - 1) % N, k, (size_t)i));
+            }
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < NWIN; k++) {
+                ck_assert_int_eq(ncclCommWindowDeregister(comms[r], win[r][k]), ncclSuccess);
+                free(wbuf[r][k]);
+            }
+        free(src);
+    }
+    for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+}
+END_TEST
+
 /* The host side of the device API on host communicators: every rank is its
  * own LSA team, window pointers exist only for this rank, and device
  * communicators are refused with a message (they need a GPU). */
@@ -148,6 +206,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, grouped_windows_and_all_to_all);
     tcase_add_test(tc, device_api_on_host_comms);
+    tcase_add_test(tc, several_windows_in_one_group);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);
