@@ -557,21 +557,32 @@ static void os_send_all(world_t *w, int me, const mpccl_dev_link_t *os_links, do
     }
 }
 
-static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+/* Attaches rank me with the one-sided channel (OS_SLOTS slots) delivering
+ * through test_deliver into os_rx[me], which it resets (fail_at: see os_rx_t). */
+static mpccl_proxy_comm_t *os_attach(world_t *w, int me, mpccl_transport_t *t, int fail_at, mpccl_dev_link_t *links,
+                                     mpccl_dev_link_t *os_links)
 {
-    mpccl_dev_link_t links[MAXR], os_links[MAXR];
-    memset(os_links, 0, sizeof(os_links));
+    memset(os_links, 0, MAXR * sizeof(*os_links));
     for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
     os_rx_t *rx = &os_rx[me];
     memset(rx, 0, sizeof(*rx));
     rx->w = w;
     rx->me = me;
+    rx->fail_at = fail_at;
     mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &w->heap[me]};
     mpccl_proxy_os_t os = {test_deliver, rx, OS_SLOTS};
     mpccl_proxy_comm_t *pc = NULL;
     mpccl_status_t st = mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
                                            links, &os, os_links, &pc);
     ck_assert_msg(st == MPCCL_OK, "rank %d: attach: %s", me, mpccl_last_error());
+    return pc;
+}
+
+static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR], os_links[MAXR];
+    mpccl_proxy_comm_t *pc = os_attach(w, me, t, 0, links, os_links);
+    os_rx_t *rx = &os_rx[me];
     /* The CTAs' links are laid out as without the channel. */
     check_links(w, me, links);
     for (int i = 0; i < w->n; i++)
@@ -614,17 +625,8 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
 static void os_fail_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
 {
     mpccl_dev_link_t links[MAXR], os_links[MAXR];
-    memset(os_links, 0, sizeof(os_links));
+    mpccl_proxy_comm_t *pc = os_attach(w, me, t, me == 1 ? 3 : 0, links, os_links);
     os_rx_t *rx = &os_rx[me];
-    memset(rx, 0, sizeof(*rx));
-    rx->w = w;
-    rx->me = me;
-    rx->fail_at = me == 1 ? 3 : 0;
-    mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &w->heap[me]};
-    mpccl_proxy_os_t os = {test_deliver, rx, OS_SLOTS};
-    mpccl_proxy_comm_t *pc = NULL;
-    ck_assert_int_eq(mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
-                                        links, &os, os_links, &pc), MPCCL_OK);
     mpccl_bootstrap_barrier(bs);
     double end = now_s() + 30;
     if (me == 0) os_send_all(w, me, os_links, end); /* msgs <= OS_SLOTS: no wait for acks */
