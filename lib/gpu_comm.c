@@ -43,12 +43,14 @@ static long setting(const char *name, long def, long lo, long hi, long multiple)
     return (long)x;
 }
 
-static void gpu_settings(int sm_count, uint32_t *ctas, uint32_t *slot_bytes, int *p2p_disable)
+static void gpu_settings(int sm_count, uint32_t *ctas, uint32_t *slot_bytes, uint32_t *cta_min_bytes,
+                         int *p2p_disable)
 {
     long def_ctas = sm_count < 16 ? sm_count : 16;
     if (def_ctas < 1) def_ctas = 1;
     *ctas = (uint32_t)setting("GPU_CTAS", def_ctas, 1, MPCCL_GPU_MAX_CTAS, 1);
     *slot_bytes = (uint32_t)setting("GPU_SLOT_BYTES", 64 << 10, 1 << 10, 16 << 20, 16);
+    *cta_min_bytes = (uint32_t)setting("GPU_CTA_MIN_BYTES", 64 << 10, 0, 16 << 20, 16);
     *p2p_disable = (int)setting("P2P_DISABLE", 0, 0, 1, 1);
 }
 
@@ -214,7 +216,7 @@ typedef struct {
     uint64_t host_hash;
     uint64_t nonce;
     unsigned char uuid[16];
-    uint32_t nctas, slot_bytes;
+    uint32_t nctas, slot_bytes, cta_min_bytes;
     int32_t p2p_disable;
     int32_t dev;
 } rank_info_t;
@@ -258,7 +260,7 @@ static mpccl_status_t local_init(mpccl_gpu_comm_t *g, rank_info_t *me)
     int sms = 0;
     MPCCL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->dev));
     int p2p_disable;
-    gpu_settings(sms, &me->nctas, &me->slot_bytes, &p2p_disable);
+    gpu_settings(sms, &me->nctas, &me->slot_bytes, &me->cta_min_bytes, &p2p_disable);
     me->p2p_disable = p2p_disable;
     MPCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     MPCCL_CHECK(mpccl_ipc_device_uuid(g->dev, me->uuid));
@@ -419,9 +421,11 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
     if (st != MPCCL_OK) goto out;
     g->nctas = info[0].nctas;
     g->slot_bytes = info[0].slot_bytes;
+    g->cta_min_bytes = info[0].cta_min_bytes;
     for (int r = 1; r < n; r++) {
         if (info[r].nctas < g->nctas) g->nctas = info[r].nctas;
         if (info[r].slot_bytes < g->slot_bytes) g->slot_bytes = info[r].slot_bytes;
+        if (info[r].cta_min_bytes < g->cta_min_bytes) g->cta_min_bytes = info[r].cta_min_bytes;
     }
     g->nslots = MPCCL_GPU_NSLOTS;
     g->nonce = info[0].nonce;
@@ -501,9 +505,9 @@ mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *
         host += g->links_host[j].kind == MPCCL_LINK_HOST;
         proxy += g->links_host[j].kind == MPCCL_LINK_PROXY;
     }
-    MPCCL_INFO(MPCCL_SUB_INIT, "GPU comm rank %d/%d on device %d: %u CTAs x %u slots x %u bytes, mailbox %zu "
-               "bytes, links: %d P2P, %d host memory, %d proxy", g->rank, g->nranks, g->dev, g->nctas, g->nslots,
-               g->slot_bytes, g->mailbox_bytes, nv, host, proxy);
+    MPCCL_INFO(MPCCL_SUB_INIT, "GPU comm rank %d/%d on device %d: %u CTAs x %u slots x %u bytes, at least %u "
+               "bytes per CTA and step, mailbox %zu bytes, links: %d P2P, %d host memory, %d proxy", g->rank, g->nranks, g->dev, g->nctas, g->nslots,
+               g->slot_bytes, g->cta_min_bytes, g->mailbox_bytes, nv, host, proxy);
     *out = g;
     return MPCCL_OK;
 }
@@ -517,6 +521,7 @@ mpccl_status_t mpccl_gpu_comm_commit(mpccl_gpu_comm_t *g)
     h.nctas = g->nctas;
     h.nslots = g->nslots;
     h.slot_bytes = g->slot_bytes;
+    h.cta_min_bytes = g->cta_min_bytes;
     h.links = g->dlinks;
     h.tx_seq = g->tx_seq;
     h.rx_seq = g->rx_seq;

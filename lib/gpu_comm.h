@@ -7,6 +7,9 @@
  *                         minimum over the ranks is used
  *   MPCCL_GPU_SLOT_BYTES  bytes per mailbox slot per CTA; default 64 KiB,
  *                         a multiple of 16; the minimum over the ranks is used
+ *   MPCCL_GPU_CTA_MIN_BYTES  a step of the engine gives each CTA at least
+ *                         this many bytes (fewer CTAs for small messages);
+ *                         default 64 KiB; the minimum over the ranks is used
  *   MPCCL_P2P_DISABLE     (NCCL_P2P_DISABLE) 1: peers of one node talk through
  *                         shared host memory even when P2P is possible
  * Only built with CUDA. */
@@ -33,6 +36,7 @@ typedef struct mpccl_gpu_comm {
     int dev;                     /* CUDA device ordinal of this rank */
     int rank, nranks;
     uint32_t nctas, nslots, slot_bytes;
+    uint32_t cta_min_bytes;      /* mpccl_dev_partition's min_bytes */
     mpccl_dev_link_t *links_host; /* [nranks] host copy; PROXY entries are the proxy's to fill */
     mpccl_dev_comm_t *dcomm;      /* device copy of the communicator (mpccl_gpu_comm_commit) */
     mpccl_dev_link_t *dlinks;     /* device copy of links_host, dcomm->links */

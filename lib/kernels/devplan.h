@@ -81,7 +81,8 @@ typedef struct mpccl_dev_comm {
     uint32_t nctas;      /* G: CTAs per launch, equal on every rank */
     uint32_t nslots;     /* K */
     uint32_t slot_bytes; /* bytes per slot (per CTA), a multiple of 16 */
-    uint32_t pad;
+    uint32_t cta_min_bytes; /* a step gives each CTA at least this much (its
+                             * partition, mpccl_dev_partition), equal on every rank */
     const mpccl_dev_link_t *links; /* [nranks] */
     uint32_t *tx_seq;    /* [nranks][nctas] pieces sent to each peer, ever */
     uint32_t *rx_seq;    /* [nranks][nctas] pieces received from each peer, ever */
@@ -103,18 +104,24 @@ typedef struct mpccl_engine_args {
 } mpccl_engine_args_t;
 
 /* Partition of a step's count among the CTAs: CTA g owns elements
- * [begin, end).  Both ends of a message compute it the same way. */
+ * [begin, end).  Both ends of a message compute it the same way.  Every CTA
+ * with data gets at least min_bytes (rounded to elements), so a small message
+ * is a few full pieces instead of one sliver per CTA: between nodes each piece
+ * is a proxy round of its own, and slivers cost more than they parallelize. */
 #ifdef __CUDACC__
 #define MPCCL_HOST_DEVICE __host__ __device__
 #else
 #define MPCCL_HOST_DEVICE
 #endif
 
-static inline MPCCL_HOST_DEVICE void mpccl_dev_partition(uint64_t count, uint32_t elem_size, uint32_t nctas, uint32_t g,
-                                       uint64_t *begin, uint64_t *end)
+static inline MPCCL_HOST_DEVICE void mpccl_dev_partition(uint64_t count, uint32_t elem_size, uint32_t nctas,
+                                                         uint32_t min_bytes, uint32_t g, uint64_t *begin,
+                                                         uint64_t *end)
 {
     uint64_t align = elem_size >= 16 ? 1 : 16 / elem_size; /* 16-byte multiples */
     uint64_t per = (count + nctas - 1) / nctas;
+    uint64_t least = ((uint64_t)min_bytes + elem_size - 1) / elem_size;
+    if (per < least) per = least;
     per = (per + align - 1) / align * align;
     uint64_t b = per * g, e = b + per;
     if (b > count) b = count;

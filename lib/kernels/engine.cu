@@ -39,10 +39,10 @@ namespace {
 using namespace mpccl_ew;
 
 /* The partition both ends of a message agree on (devplan.h). */
-__device__ __forceinline__ void partition(uint64_t count, uint32_t es, uint32_t nctas, uint32_t g, uint64_t &b,
-                                          uint64_t &e)
+__device__ __forceinline__ void partition(uint64_t count, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t g,
+                                          uint64_t &b, uint64_t &e)
 {
-    mpccl_dev_partition(count, es, nctas, g, &b, &e);
+    mpccl_dev_partition(count, es, nctas, min_bytes, g, &b, &e);
 }
 
 __device__ __forceinline__ int reached(uint32_t value, uint32_t target) { return (int32_t)(value - target) >= 0; }
@@ -211,7 +211,7 @@ struct engine {
                 }
                 const mpccl_dev_step_t &st = e.st;
                 uint64_t pb, pe;
-                partition(st.count, es, G, g, pb, pe);
+                partition(st.count, es, G, comm->cta_min_bytes, g, pb, pe);
                 if (st.kind == MPCCL_STEP_NOP || pb == pe) {
                     finish(k);
                     moved = true;
@@ -260,7 +260,7 @@ struct engine {
         }
         e.prog += sh.n;
         uint64_t pb, pe;
-        partition(e.st.count, es, G, g, pb, pe);
+        partition(e.st.count, es, G, comm->cta_min_bytes, g, pb, pe);
         if (e.prog == pe - pb) finish(k);
     }
 };
@@ -326,7 +326,7 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS)
     uint64_t b, e;
     if (sdev)
         for (unsigned i = 0; i < sizeof(T); i++) s.b[i] = sdev[i];
-    partition(n, sizeof(T), gridDim.x, blockIdx.x, b, e);
+    partition(n, sizeof(T), gridDim.x, 0, blockIdx.x, b, e);
     unary_range<scaleop<DT> >((T *)dst + b, (const T *)src + b, ty<DT>::scalar(s.b), e - b);
 }
 

@@ -89,7 +89,7 @@ static pair_layout playout(const world *w)
     return l;
 }
 
-static void world_init(world *w, int n, uint32_t G, uint32_t K, uint32_t slot_bytes)
+static void world_init(world *w, int n, uint32_t G, uint32_t K, uint32_t slot_bytes, uint32_t cta_min_bytes)
 {
     memset(w, 0, sizeof(*w));
     w->n = n, w->G = G, w->K = K, w->slot_bytes = slot_bytes;
@@ -121,6 +121,7 @@ static void world_init(world *w, int n, uint32_t G, uint32_t K, uint32_t slot_by
         mpccl_dev_comm_t c;
         memset(&c, 0, sizeof(c));
         c.rank = r, c.nranks = n, c.nctas = G, c.nslots = K, c.slot_bytes = slot_bytes;
+        c.cta_min_bytes = cta_min_bytes;
         c.links = w->dlinks[r];
         c.tx_seq = w->seqs[r];
         c.rx_seq = w->seqs[r] + (size_t)n * G;
@@ -498,10 +499,10 @@ static const ncclDataType_t all_types[] = {ncclInt8,    ncclUint8,   ncclInt32, 
                                            ncclInt64,   ncclUint64,  ncclFloat16,  ncclFloat32,
                                            ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
-static int run_world(int n, uint32_t G, int quick)
+static int run_world(int n, uint32_t G, uint32_t cta_min_bytes, int quick)
 {
     world w;
-    world_init(&w, n, G, 4, 4096);
+    world_init(&w, n, G, 4, 4096, cta_min_bytes);
     int fails = 0;
     long before = ncases;
     const uint64_t counts[] = {0, 1, 7, 1021, 65537};
@@ -530,17 +531,17 @@ static int run_world(int n, uint32_t G, int quick)
                     }
             }
 done:
-    printf("n=%d G=%u: %ld cases, %d failed\n", n, G, ncases - before, fails);
+    printf("n=%d G=%u min=%u: %ld cases, %d failed\n", n, G, cta_min_bytes, ncases - before, fails);
     fflush(stdout);
     world_free(&w);
     return fails;
 }
 
 /* Relaunch, graph replay and large counts, with timings. */
-static int run_special(int n, uint32_t G)
+static int run_special(int n, uint32_t G, uint32_t cta_min_bytes)
 {
     world w;
-    world_init(&w, n, G, 4, 16384);
+    world_init(&w, n, G, 4, 16384, cta_min_bytes);
     int fails = 0;
     tcase c;
     memset(&c, 0, sizeof(c));
@@ -571,7 +572,7 @@ static int run_special(int n, uint32_t G)
                mpccl_coll_name(c.coll), mpccl_algo_name(c.algo), mpccl_dtype_name(c.dt), n,
                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     }
-    printf("special n=%d G=%u: %d failed\n", n, G, fails);
+    printf("special n=%d G=%u min=%u: %d failed\n", n, G, cta_min_bytes, fails);
     world_free(&w);
     return fails;
 }
@@ -600,8 +601,12 @@ int main(int argc, char **argv)
     int fails = 0;
     const int ns[] = {2, 3, 4, 8};
     const uint32_t gs[] = {4, 1, 2, 3};
-    for (int i = 0; i < 4 && special; i++) fails += run_special(ns[i], gs[i]);
-    for (int i = 0; i < 4 && fails < 10; i++) fails += run_world(ns[i], gs[i], quick);
+    /* CTAs' minimum share of a step (MPCCL_GPU_CTA_MIN_BYTES): none (every CTA
+     * a sliver), an odd 48 bytes, two slots' worth, more than the counts here
+     * (CTA 0 alone); G = 1 ignores it */
+    const uint32_t special_min[] = {0, 0, 8192, 1u << 20}, world_min[] = {48, 0, 1u << 20, 8192};
+    for (int i = 0; i < 4 && special; i++) fails += run_special(ns[i], gs[i], special_min[i]);
+    for (int i = 0; i < 4 && fails < 10; i++) fails += run_world(ns[i], gs[i], world_min[i], quick);
     printf("test_engine: %ld cases, %ld launches, %d failed\n", ncases, nlaunches, fails);
     return fails ? 1 : 0;
 }

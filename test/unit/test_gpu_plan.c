@@ -383,6 +383,38 @@ START_TEST(bad_schedule_rejected)
 }
 END_TEST
 
+/* mpccl_dev_partition: the CTAs' ranges tile [0, count) in order, start on 16-byte
+ * boundaries, and every CTA with data but the last holds at least min_bytes, so a
+ * message smaller than min_bytes is one piece of CTA 0. */
+START_TEST(partition_tiles_with_minimum)
+{
+    static const uint32_t sizes[] = {1, 2, 4, 8};
+    static const uint32_t mins[] = {0, 16, 48, 4096, 65536};
+    for (int it = 0; it < 4000; it++) {
+        uint32_t es = sizes[rnd() % 4], nctas = 1 + (uint32_t)(rnd() % 64), min = mins[rnd() % 5];
+        uint64_t count = it < 8 ? (uint64_t)it : rnd() % (it % 3 ? 5000 : 4000000);
+        uint64_t next = 0;
+        uint32_t with_data = 0;
+        for (uint32_t g = 0; g < nctas; g++) {
+            uint64_t b, e;
+            mpccl_dev_partition(count, es, nctas, min, g, &b, &e);
+            ck_assert_uint_le(b, e);
+            if (b == e) {
+                ck_assert_uint_eq(next, count); /* empty ones only after the data */
+                continue;
+            }
+            ck_assert_uint_eq(b, next);
+            ck_assert_uint_eq(b * es % 16, 0);
+            if (e < count) ck_assert_uint_ge((e - b) * es, min);
+            next = e;
+            with_data++;
+        }
+        ck_assert_uint_eq(next, count);
+        if (count * es <= min && count > 0) ck_assert_uint_eq(with_data, 1);
+    }
+}
+END_TEST
+
 int main(void)
 {
     const char *e = getenv("MPCCL_TEST_SEED");
@@ -400,6 +432,7 @@ int main(void)
     tcase_add_test(tc, real_plans_sound);
     tcase_add_test(tc, image_layout);
     tcase_add_test(tc, bad_schedule_rejected);
+    tcase_add_test(tc, partition_tiles_with_minimum);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
