@@ -48,7 +48,7 @@ static mpccl_setting_t settings[] = {
     {"GPU_CTAS", NULL, "0", "CTAs per GPU collective (0: min(SM count, 16)); the minimum over ranks is used", NULL,
      NULL},
     {"GPU_SLOT_BYTES", NULL, "64K", "bytes per mailbox slot and CTA of the GPU message protocol", NULL, NULL},
-    {"GPU_CTA_MIN_BYTES", NULL, "64K",
+    {"GPU_CTA_MIN_BYTES", NULL, "32K",
      "the engine gives each CTA at least this many bytes of a step (0: spread every step over all CTAs); the "
      "minimum over ranks is used", NULL, NULL},
     {"FLAT", NULL, "1", "GPU collectives of one node with P2P between all GPUs use the flat kernels (0: the engine)",

@@ -50,7 +50,7 @@ static void gpu_settings(int sm_count, uint32_t *ctas, uint32_t *slot_bytes, uin
     if (def_ctas < 1) def_ctas = 1;
     *ctas = (uint32_t)setting("GPU_CTAS", def_ctas, 1, MPCCL_GPU_MAX_CTAS, 1);
     *slot_bytes = (uint32_t)setting("GPU_SLOT_BYTES", 64 << 10, 1 << 10, 16 << 20, 16);
-    *cta_min_bytes = (uint32_t)setting("GPU_CTA_MIN_BYTES", 64 << 10, 0, 16 << 20, 16);
+    *cta_min_bytes = (uint32_t)setting("GPU_CTA_MIN_BYTES", 32 << 10, 0, 16 << 20, 16);
     *p2p_disable = (int)setting("P2P_DISABLE", 0, 0, 1, 1);
 }
 

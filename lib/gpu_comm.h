@@ -9,7 +9,7 @@
  *                         a multiple of 16; the minimum over the ranks is used
  *   MPCCL_GPU_CTA_MIN_BYTES  a step of the engine gives each CTA at least
  *                         this many bytes (fewer CTAs for small messages);
- *                         default 64 KiB; the minimum over the ranks is used
+ *                         default 32 KiB; the minimum over the ranks is used
  *   MPCCL_P2P_DISABLE     (NCCL_P2P_DISABLE) 1: peers of one node talk through
  *                         shared host memory even when P2P is possible
  * Only built with CUDA. */

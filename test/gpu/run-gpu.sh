@@ -84,7 +84,7 @@ if [ "$ngpu" -ge 2 ]; then
 else
     step sh "$mpi" -t 500 -n 2 2 test/mpi/test_coll
 fi
-# every step spread over all CTAs (the default gives each CTA at least 64 KB)
+# every step spread over all CTAs (the default gives each CTA at least 32 KB)
 step sh "$mpi" -t 300 -l 0 -e MPCCL_GPU_CTA_MIN_BYTES=0 -n 2 2 test/mpi/test_coll
 fi
 # registration, windows, put/signal/wait on GPU communicators
