@@ -608,10 +608,15 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
                                        "%s: NCCL_SHRINK_ABORT on a GPU communicator: stopping kernels that wait for "
                                        "a failed peer is not supported yet (ncclCommAbort the parent instead)",
                                        fn));
-    if (comm->cuda_dev >= 0 && comm->topo.nnodes > 1)
+    int proxied = comm->cuda_dev >= 0 && comm->topo.nnodes > 1;
+#ifdef MPCCL_HAVE_CUDA
+    proxied = proxied || (comm->gpu != NULL && mpccl_gpu_proxy(comm) != NULL);
+#endif
+    if (proxied)
         return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE,
-                                       "%s: a GPU communicator spanning nodes cannot be shrunk yet: its transport "
-                                       "is driven by the proxy thread, which the survivors' rendezvous would race",
+                                       "%s: a GPU communicator with peers served by the proxy thread (on other "
+                                       "nodes, or on this node without P2P) cannot be shrunk yet: the proxy drives "
+                                       "its transport, which the survivors' rendezvous would race",
                                        fn));
     unsigned char *out = calloc((size_t)n, 1);
     int *survivors = calloc((size_t)n, sizeof(int));
@@ -664,8 +669,9 @@ MPCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
      * transport's worker), then close the transport gracefully. */
     mpccl_win_release(comm);
 #ifdef MPCCL_HAVE_CUDA
-    /* GPU communicators spanning nodes: the proxy thread drives the transport
-     * until it lets go (it would progress a closed one otherwise). */
+    /* GPU communicators with proxied peers (other nodes, or no P2P): the
+     * proxy thread drives the transport until it lets go (it would progress
+     * a closed one otherwise). */
     mpccl_gpu_finalize(comm);
 #endif
     if (comm->transport) comm->transport->ops->close(comm->transport, comm->all_in_process);

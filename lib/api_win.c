@@ -197,7 +197,8 @@ MPCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     if (PROP_FITS(props, nLsaTeams)) props->nLsaTeams = comm->nranks / comm->lsa_size;
     /* ncclPutSignal/ncclSignal/ncclWaitSignal reach every peer: on host
      * communicators through UCX RMA; on GPU communicators through peer stores
-     * within a node and the proxy's one-sided channel between nodes. */
+     * within a node and the proxy's one-sided channel between nodes (and to
+     * peers of the node without P2P). */
     if (PROP_FITS(props, hostRmaSupport)) props->hostRmaSupport = comm->gpu == NULL || comm->topo.nnodes == 1 || gpu_spans_nodes_with_rma(comm);
     if (PROP_FITS(props, railedGinType)) props->railedGinType = NCCL_GIN_TYPE_NONE;
     return ncclSuccess;

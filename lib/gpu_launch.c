@@ -97,14 +97,21 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     comm->gpu = s;
     MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, &s->g), st, out);
-    if (comm->topo.nnodes > 1) {
-        remote = calloc((size_t)comm->nranks, 1);
-        if (!remote) {
-            st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
-            goto out;
-        }
-        for (int r = 0; r < comm->nranks; r++)
-            remote[r] = comm->topo.node_of[r] != comm->topo.node_of[comm->rank];
+    /* The proxy serves peers on other nodes (CTA channels and the one-sided
+     * channel) and, for one-sided operations only, peers of this node whose
+     * GPUs share no P2P (their collectives use the host-memory links). */
+    int proxied = 0;
+    remote = calloc((size_t)comm->nranks, 1);
+    if (!remote) {
+        st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
+        goto out;
+    }
+    for (int r = 0; r < comm->nranks; r++) {
+        if (comm->topo.node_of[r] != comm->topo.node_of[comm->rank]) remote[r] = MPCCL_PROXY_REMOTE;
+        else if (s->g->links_host[r].kind == MPCCL_LINK_HOST) remote[r] = MPCCL_PROXY_ONESIDED_ONLY;
+        proxied += remote[r] != 0;
+    }
+    if (proxied) {
         mpccl_proxy_os_t os;
         mpccl_dev_link_t *os_links = NULL;
         MPCCL_CHECK_GOTO(mpccl_os_remote_create(comm, s->g->nslots, s->g->slot_bytes, &s->os_remote, &os, &os_links),
@@ -113,10 +120,11 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
                                             s->g->nslots, s->g->slot_bytes, &pinned_allocator, s->g->links_host,
                                             &os, os_links, &s->proxy),
                          st, out);
-        MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: peers on other nodes go through pinned host staging and UCX (%s)",
-                   (unsigned long long)comm->id,
-                   mpccl_ucx_supports_cuda() ? "UCX reports CUDA memory support; staging kept for now"
-                                             : "UCX has no CUDA transport");
+        if (comm->topo.nnodes > 1)
+            MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: peers on other nodes go through pinned host staging and UCX (%s)",
+                       (unsigned long long)comm->id,
+                       mpccl_ucx_supports_cuda() ? "UCX reports CUDA memory support; staging kept for now"
+                                                 : "UCX has no CUDA transport");
     }
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
@@ -538,6 +546,13 @@ uint64_t mpccl_gpu_mem_bytes(ncclComm_t comm)
     for (int i = 0; i < PLAN_BUCKETS; i++)
         for (plan_entry_t *e = s->plans[i]; e; e = e->next) total += e->gp.bytes;
     return total;
+}
+
+int mpccl_gpu_link_kind(ncclComm_t comm, int peer)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->g || peer < 0 || peer >= comm->nranks) return MPCCL_LINK_NONE;
+    return (int)s->g->links_host[peer].kind;
 }
 
 struct mpccl_flat_comm *mpccl_gpu_flat(ncclComm_t comm)

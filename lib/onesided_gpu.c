@@ -113,12 +113,15 @@ int mpccl_gpu_win_sym_peers(ncclComm_t comm, const void *p, size_t bytes, char *
     return found;
 }
 
-/* Peers this rank's kernels can store into: same node and P2P (or same GPU). */
+/* Peers this rank's kernels can store into: same node and P2P (or same GPU).
+ * A peer the engine reaches through host memory (no P2P, or MPCCL_P2P_DISABLE)
+ * is not: one-sided operations go to it through the proxy's channel. */
 static mpccl_status_t reachable(ncclComm_t comm, const mpccl_ipc_desc_t *d, int r, int *ok)
 {
     *ok = 0;
     if (comm->topo.node_of[r] != comm->topo.node_of[comm->rank] || d[r].host_hash != d[comm->rank].host_hash)
         return MPCCL_OK;
+    if (mpccl_gpu_link_kind(comm, r) == MPCCL_LINK_HOST) return MPCCL_OK;
     const char *how = "";
     MPCCL_CHECK(mpccl_ipc_p2p(comm->cuda_dev, d[comm->rank].uuid, d[r].uuid, ok, &how));
     if (!*ok)
@@ -320,22 +323,23 @@ void mpccl_gpu_win_free(ncclComm_t comm, struct mpccl_win *w)
     w->gpu = NULL;
 }
 
-/* *remote = 1: peer is on another node, reached through the proxy. */
+/* *remote = 1: peer is reached through the proxy's one-sided channel (another
+ * node, or this node without P2P). */
 static mpccl_status_t check_peer_reachable(ncclComm_t comm, int peer, const char *fn, int *remote)
 {
     struct mpccl_win_gpu *g = comm->win->gpu;
     *remote = 0;
     if (g->peer_sig[peer]) return MPCCL_OK;
-    if (comm->topo.node_of[peer] != comm->topo.node_of[comm->rank]) {
-        if (!mpccl_os_remote_reaches(mpccl_gpu_os_remote(comm), peer))
-            return mpccl_fail(MPCCL_ERR_INTERNAL, "%s: peer = %d is on another node and this communicator has no "
-                              "one-sided channel to it", fn, peer);
+    if (mpccl_os_remote_reaches(mpccl_gpu_os_remote(comm), peer)) {
         *remote = 1;
         return MPCCL_OK;
     }
+    if (comm->topo.node_of[peer] != comm->topo.node_of[comm->rank])
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "%s: peer = %d is on another node and this communicator has no "
+                          "one-sided channel to it", fn, peer);
     return mpccl_fail(MPCCL_ERR_USAGE,
                       "%s: peer = %d is on this node but its GPU is not reachable by peer-to-peer stores from "
-                      "device %d",
+                      "device %d, and the communicator's engine has no host-memory link to it either",
                       fn, peer, comm->cuda_dev);
 }
 

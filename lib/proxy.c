@@ -31,6 +31,7 @@ typedef struct proxy_chan {
 /* Host views of one remote peer's staging; arrays indexed [g][slot] or [g]. */
 typedef struct proxy_peer {
     int rank;
+    uint32_t first_chan;  /* 0, or nctas for a peer served for one-sided operations only */
     char *tx_slots, *rx_slots;
     volatile uint32_t *tx_ready, *tx_len, *tx_ack;
     volatile uint32_t *rx_ready, *rx_len, *rx_ack;
@@ -163,7 +164,7 @@ static int start(mpccl_proxy_comm_t *pc)
 {
     pc->started = 1;
     for (int k = 0; k < pc->npeers; k++)
-        for (uint32_t g = 0; g < pc->nchan; g++) {
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
             proxy_chan_t *c = &pc->peers[k].chan[g];
             for (uint32_t p = 0; p < chan_slots(pc, g); p++)
                 if (post_recv(pc, &pc->peers[k], g, p) < 0) return 1;
@@ -258,7 +259,7 @@ static int serve(mpccl_proxy_comm_t *pc)
     int act = pc->started ? 0 : start(pc);
     if (pc->t->ops->progress(pc->t) > 0) act++;
     for (int k = 0; k < pc->npeers && !pc->failed; k++)
-        for (uint32_t g = 0; g < pc->nchan && !pc->failed; g++) {
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan && !pc->failed; g++) {
             act += serve_tx(pc, &pc->peers[k], g);
             act += serve_rx(pc, &pc->peers[k], g);
         }
@@ -273,7 +274,7 @@ static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
 {
     int n = 0;
     for (int k = 0; k < pc->npeers; k++)
-        for (uint32_t g = 0; g < pc->nchan; g++) {
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
             proxy_peer_t *pe = &pc->peers[k];
             proxy_chan_t *c = &pe->chan[g];
             uint32_t first = sends ? c->tx_done : c->rx_pub, end = sends ? c->tx_next : c->rx_posted;
@@ -318,7 +319,8 @@ static int detach_step(mpccl_proxy_comm_t *pc, int mode)
         /* Pieces the device raised are sent too: a one-sided put is complete
          * on its stream once its data is staged, before the proxy sent it. */
         for (int k = 0; mode != DETACH_FORCE && k < pc->npeers && !pc->failed; k++)
-            for (uint32_t g = 0; g < pc->nchan && !pc->failed; g++) serve_tx(pc, &pc->peers[k], g);
+            for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan && !pc->failed; g++)
+                serve_tx(pc, &pc->peers[k], g);
         t->ops->progress(t);
         if (in_flight(pc, 1, 0) > 0 && now_ns() < pc->deadline) return 1;
         /* A cancelled send is detached from us, but UCX may still read the slot. */
@@ -439,6 +441,10 @@ static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, con
                           "multiple of 16", slot_bytes);
     if (is_remote[rank])
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d marked remote to itself", rank);
+    for (int i = 0; i < nranks; i++)
+        if (is_remote[i] > MPCCL_PROXY_ONESIDED_ONLY)
+            return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: is_remote[%d] = %u, expected 0, "
+                              "MPCCL_PROXY_REMOTE or MPCCL_PROXY_ONESIDED_ONLY", i, is_remote[i]);
     return MPCCL_OK;
 }
 
@@ -523,6 +529,10 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     MPCCL_CHECK(check_args(t, rank, nranks, is_remote, nctas, nslots, slot_bytes, alloc, links, out));
     if (os && (os->deliver == NULL || os_links == NULL))
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: the one-sided channel needs deliver and os_links");
+    for (int i = 0; i < nranks && os == NULL; i++)
+        if (is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY)
+            return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d is to be served for one-sided "
+                              "operations only, but there is no one-sided channel", i);
     uint32_t os_nslots = os ? (os->nslots ? os->nslots : nslots) : 0;
     if (os && (os_nslots & (os_nslots - 1)) != 0)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: os->nslots = %u, expected a power of two", os_nslots);
@@ -558,8 +568,13 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
         memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
         for (int i = 0, k = 0; i < nranks; i++)
             if (is_remote[i]) {
+                /* A one-sided-only peer keeps the engine's link it has. */
+                mpccl_dev_link_t unused;
+                int os_only = is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY;
                 pc->peers[k].rank = i;
-                set_views(pc, &pc->peers[k], k, pc->mem, dev, &l, &links[i], os ? &os_links[i] : NULL);
+                pc->peers[k].first_chan = os_only ? nctas : 0;
+                set_views(pc, &pc->peers[k], k, pc->mem, dev, &l, os_only ? &unused : &links[i],
+                          os ? &os_links[i] : NULL);
                 k++;
             }
     }

@@ -70,14 +70,22 @@ static inline uint64_t mpccl_proxy_tag(int sender, uint32_t g, uint32_t p)
     return ((uint64_t)sender << 40) | (3ULL << 38) | ((uint64_t)g << 30) | (p & 0x3fffffffu);
 }
 
+/* is_remote[] values of mpccl_proxy_attach. */
+enum {
+    MPCCL_PROXY_REMOTE = 1,        /* another node: the CTAs' channels and the one-sided one */
+    MPCCL_PROXY_ONESIDED_ONLY = 2  /* this node without P2P: only the one-sided channel (the
+                                    * engine reaches the peer through host memory) */
+};
+
 /* Attaches one communicator (transport t, this rank of nranks) to the proxy
  * thread, starting the thread if it is the first.  is_remote[i] != 0 marks the
  * peers reached through the proxy (never rank itself).  Allocates the staging
- * of every remote peer and fills links[i] (host copy of the link table, nranks
- * entries) for them: kind = MPCCL_LINK_PROXY and device pointers.  Other entries
- * are left as they are.  nctas <= MPCCL_PROXY_MAX_CTAS, nslots a power of two,
+ * of every such peer and fills links[i] (host copy of the link table, nranks
+ * entries) for the MPCCL_PROXY_REMOTE ones: kind = MPCCL_LINK_PROXY and device
+ * pointers.  Other entries are left as they are.  nctas <= MPCCL_PROXY_MAX_CTAS, nslots a power of two,
  * slot_bytes a positive multiple of 16.  os != NULL adds the one-sided channel
- * and fills os_links[i] (nranks entries) for remote peers: its tx_* views
+ * (required by MPCCL_PROXY_ONESIDED_ONLY peers) and fills os_links[i] (nranks
+ * entries) for every peer the proxy serves: its tx_* views
  * (arrays of one channel: tx_ready/tx_len [os->nslots], tx_ack one word).  Local:
  * no communication with the peers here; pieces a peer sends before this rank
  * attached wait in the transport. */

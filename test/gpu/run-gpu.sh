@@ -92,6 +92,8 @@ if want onesided && [ -x "$top_builddir/test/mpi/test_onesided" ]; then
     step sh "$mpi" -t 300 "$ngpu" test/mpi/test_onesided
     step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_onesided
     step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1M "$ngpu" test/mpi/test_onesided
+    # peers of one node without P2P: one-sided through the proxy's channel
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_P2P_DISABLE=1 3 test/mpi/test_onesided
     step sh "$mpi" -t 300 -n 2 2 test/mpi/test_onesided
     # peers on the same node through IPC and on the other node through the proxy
     step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -n 2 4 test/mpi/test_onesided

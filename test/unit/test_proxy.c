@@ -163,14 +163,14 @@ static mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t *t, mp
 }
 
 /* The links of remote peers point into the staging, distinct and aligned; the
- * others are untouched. */
+ * others (one-sided-only peers too) are untouched. */
 static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
 {
     size_t slots = (size_t)w->nctas * w->nslots * w->slot_bytes[rank];
     size_t words = (size_t)w->nctas * w->nslots * 4, acks = (size_t)w->nctas * 4;
     for (int i = 0; i < w->n; i++) {
         const mpccl_dev_link_t *l = &links[i];
-        if (!w->remote[rank][i]) {
+        if (w->remote[rank][i] != MPCCL_PROXY_REMOTE) {
             ck_assert_uint_eq(l->kind, MPCCL_LINK_NVLINK);
             ck_assert_uint_eq(l->pad, 77);
             continue;
@@ -191,7 +191,7 @@ static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
             ck_assert(l->tx_ready[k] == 0 && l->tx_len[k] == 0 && l->rx_len[k] == 0);
         for (size_t k = 0; k < acks / 4; k++) ck_assert(l->tx_ack[k] == 0 && l->rx_ack[k] == 0);
         for (int j = 0; j < i; j++)
-            if (w->remote[rank][j]) ck_assert_ptr_ne(links[j].tx_slots, l->tx_slots);
+            if (w->remote[rank][j] == MPCCL_PROXY_REMOTE) ck_assert_ptr_ne(links[j].tx_slots, l->tx_slots);
     }
 }
 
@@ -269,7 +269,7 @@ static void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpccl_prox
     for (;;) {
         int act = 0, left = 0;
         for (int peer = 0; peer < w->n; peer++) {
-            if (!w->remote[me][peer]) continue;
+            if (w->remote[me][peer] != MPCCL_PROXY_REMOTE) continue; /* no CTA channels otherwise */
             for (uint32_t g = 0; g < w->nctas; g++) {
                 act += kernel_send(w, me, peer, g, &links[peer], &tx[peer][g]);
                 act += kernel_recv(w, me, peer, g, &links[peer], &rx[peer][g]);
@@ -284,7 +284,7 @@ static void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpccl_prox
     }
     /* Every tx piece acknowledged. */
     for (int peer = 0; peer < w->n; peer++)
-        for (uint32_t g = 0; w->remote[me][peer] && g < w->nctas; g++)
+        for (uint32_t g = 0; w->remote[me][peer] == MPCCL_PROXY_REMOTE && g < w->nctas; g++)
             while (links[peer].tx_ack[g] != tx[peer][g].seq) {
                 if (now_s() > end)
                     ck_abort_msg("rank %d: acks to %d CTA %u stuck at %u of %u", me, peer, g,
@@ -590,6 +590,7 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
             ck_assert(in_heap(&w->heap[me], os_links[i].tx_slots, (size_t)OS_SLOTS * w->slot_bytes[me]));
             ck_assert(in_heap(&w->heap[me], (const void *)os_links[i].tx_ready, OS_SLOTS * 4));
             ck_assert(in_heap(&w->heap[me], (const void *)os_links[i].tx_len, OS_SLOTS * 4));
+            if (w->remote[me][i] != MPCCL_PROXY_REMOTE) continue;
             ck_assert(os_links[i].tx_slots >= links[i].tx_slots + (size_t)w->nctas * w->nslots * w->slot_bytes[me]);
             ck_assert_ptr_eq((const void *)os_links[i].tx_ack, (const void *)(links[i].tx_ack + w->nctas));
         }
@@ -662,14 +663,16 @@ END_TEST
 
 START_TEST(test_os_channel)
 {
-    /* 2 and 3 ranks (in the second, ranks 0 and 1 share a node); small slots,
-     * then slots in UCX's rendezvous range. */
+    /* 2 and 3 ranks (in the second, ranks 0 and 1 share a node; in the fourth
+     * they share one without P2P: the proxy carries only their one-sided
+     * pieces); small slots, then slots in UCX's rendezvous range. */
     static const struct { int n; int local01; uint32_t slot; int msgs; } cases[] = {
-        {2, 0, 256, 200}, {3, 1, 256, 200}, {2, 0, 65536, 30}};
+        {2, 0, 256, 200}, {3, 1, 256, 200}, {2, 0, 65536, 30}, {3, 2, 256, 200}};
     world_t *w = calloc(1, sizeof(*w));
     w->n = cases[_i].n;
     all_remote(w);
-    if (cases[_i].local01) w->remote[0][1] = w->remote[1][0] = 0;
+    if (cases[_i].local01 == 1) w->remote[0][1] = w->remote[1][0] = 0;
+    if (cases[_i].local01 == 2) w->remote[0][1] = w->remote[1][0] = MPCCL_PROXY_ONESIDED_ONLY;
     w->nctas = 2;
     w->nslots = 4;
     for (int r = 0; r < MAXR; r++) w->slot_bytes[r] = cases[_i].slot;
@@ -702,6 +705,11 @@ START_TEST(test_args)
     ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, self, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &bad, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &al, NULL, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    uint8_t os_only[2] = {0, MPCCL_PROXY_ONESIDED_ONLY}, three[2] = {0, 3};
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, os_only, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "no one-sided channel"));
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, three, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "is_remote[1] = 3"));
     ck_assert_ptr_null(pc);
     ck_assert_int_eq(heap.outstanding, 0);
     /* No remote peer: nothing allocated, no thread, links untouched. */
@@ -726,7 +734,7 @@ int main(void)
     /* One case per behaviour, so CK_RUN_CASE picks one. */
     struct { const char *name; const TTest *t; int loops; } cases[] = {
         {"args", test_args, 0}, {"traffic", test_traffic, 5}, {"error", test_error, 0},
-        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}, {"os_channel", test_os_channel, 3}, {"os_fail", test_os_fail, 0}};
+        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}, {"os_channel", test_os_channel, 4}, {"os_fail", test_os_fail, 0}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_set_timeout(tc, 120);
