@@ -615,8 +615,9 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
     if (proxied)
         return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE,
                                        "%s: a GPU communicator with peers served by the proxy thread (on other "
-                                       "nodes, or on this node without P2P) cannot be shrunk yet: the proxy drives "
-                                       "its transport, which the survivors' rendezvous would race",
+                                       "nodes, or, once a window was registered, on this node without P2P) cannot "
+                                       "be shrunk yet: the proxy drives its transport, which the survivors' "
+                                       "rendezvous would race",
                                        fn));
     unsigned char *out = calloc((size_t)n, 1);
     int *survivors = calloc((size_t)n, sizeof(int));

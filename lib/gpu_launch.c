@@ -87,25 +87,16 @@ static void pinned_free(void *ctx, void *host)
 
 static const mpccl_proxy_alloc_t pinned_allocator = {pinned_alloc, pinned_free, NULL};
 
-mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
+/* Attaches the communicator to the proxy thread, which serves peers on other
+ * nodes (CTA channels and the one-sided channel) and, for one-sided operations
+ * only, peers of this node whose GPUs share no P2P (their collectives use the
+ * host-memory links).  The caller has the device current. */
+static mpccl_status_t attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
 {
     mpccl_status_t st = MPCCL_OK;
-    int saved = -1;
-    uint8_t *remote = NULL;
-    mpccl_gpu_state_t *s = calloc(1, sizeof(*s));
-    if (!s) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the GPU state of comm %p", (void *)comm);
-    comm->gpu = s;
-    MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
-    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, &s->g), st, out);
-    /* The proxy serves peers on other nodes (CTA channels and the one-sided
-     * channel) and, for one-sided operations only, peers of this node whose
-     * GPUs share no P2P (their collectives use the host-memory links). */
+    uint8_t *remote = calloc((size_t)comm->nranks, 1);
+    if (!remote) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
     int proxied = 0;
-    remote = calloc((size_t)comm->nranks, 1);
-    if (!remote) {
-        st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
-        goto out;
-    }
     for (int r = 0; r < comm->nranks; r++) {
         if (comm->topo.node_of[r] != comm->topo.node_of[comm->rank]) remote[r] = MPCCL_PROXY_REMOTE;
         else if (s->g->links_host[r].kind == MPCCL_LINK_HOST) remote[r] = MPCCL_PROXY_ONESIDED_ONLY;
@@ -126,6 +117,36 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
                        mpccl_ucx_supports_cuda() ? "UCX reports CUDA memory support; staging kept for now"
                                                  : "UCX has no CUDA transport");
     }
+out:
+    free(remote);
+    return st;
+}
+
+mpccl_status_t mpccl_gpu_onesided_channel(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->g || s->proxy) return MPCCL_OK;
+    int saved = -1;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    mpccl_status_t st = attach_proxy(comm, s);
+    mpccl_cuda_restore_device(saved);
+    return st;
+}
+
+mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
+{
+    mpccl_status_t st = MPCCL_OK;
+    int saved = -1;
+    mpccl_gpu_state_t *s = calloc(1, sizeof(*s));
+    if (!s) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the GPU state of comm %p", (void *)comm);
+    comm->gpu = s;
+    MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
+    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, &s->g), st, out);
+    /* Between nodes the engine needs the proxy from the start; a node's peers
+     * without P2P need it only for one-sided operations, so it waits for the
+     * first window (mpccl_gpu_onesided_channel): until then the communicator
+     * can be shrunk. */
+    if (comm->topo.nnodes > 1) MPCCL_CHECK_GOTO(attach_proxy(comm, s), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
     MPCCL_CHECK_GOTO(mpccl_lsa_setup(comm, s->g->links_host), st, out);
@@ -139,7 +160,6 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     /* Every rank's links must be in place before anyone launches into them. */
     if (st == MPCCL_OK) st = mpccl_bootstrap_barrier(&comm->bs);
 out:
-    free(remote);
     if (saved >= 0) mpccl_cuda_restore_device(saved);
     return st;
 }

@@ -43,6 +43,10 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n);
  * (NULL: the communicator spans one node). */
 struct mpccl_os_remote *mpccl_gpu_os_remote(ncclComm_t comm);
 mpccl_proxy_comm_t *mpccl_gpu_proxy(ncclComm_t comm);
+/* Attaches the proxy's one-sided channel to peers of this node without P2P
+ * if the communicator has none yet (first window registration; collective
+ * only in that every rank calls it there). */
+mpccl_status_t mpccl_gpu_onesided_channel(ncclComm_t comm);
 /* MPCCL_LINK_* of the engine's link to peer (NONE for itself or out of range). */
 int mpccl_gpu_link_kind(ncclComm_t comm, int peer);
 #endif

@@ -202,6 +202,8 @@ mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
     struct mpccl_win_gpu *g = calloc(1, sizeof(*g));
     size_t bytes = 2 * ws->nsig_words * sizeof(uint64_t);
     mpccl_status_t st = g ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the GPU signal state");
+    /* Peers of this node without P2P are reached through the proxy. */
+    if (st == MPCCL_OK) st = mpccl_gpu_onesided_channel(comm);
     int saved = -1;
     if (st == MPCCL_OK) st = mpccl_cuda_push_device(comm->cuda_dev, &saved);
     if (st == MPCCL_OK) {
