@@ -118,6 +118,10 @@ static mpccl_status_t attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
                                                  : "UCX has no CUDA transport");
     }
 out:
+    if (st != MPCCL_OK && s->proxy == NULL && s->os_remote) { /* a later window may try again */
+        mpccl_os_remote_free(s->os_remote);
+        s->os_remote = NULL;
+    }
     free(remote);
     return st;
 }
