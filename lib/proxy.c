@@ -32,6 +32,8 @@ typedef struct proxy_chan {
 typedef struct proxy_peer {
     int rank;
     uint32_t first_chan;  /* 0, or nctas for a peer served for one-sided operations only */
+    size_t first_slot;    /* slot_index of its first slot: 0, or nctas * nslots (its staging
+                           * and arrays hold the one-sided channel alone) */
     char *tx_slots, *rx_slots;
     volatile uint32_t *tx_ready, *tx_len, *tx_ack;
     volatile uint32_t *rx_ready, *rx_len, *rx_ack;
@@ -144,6 +146,15 @@ static size_t slot_index(const mpccl_proxy_comm_t *pc, uint32_t g, uint32_t s)
     return (size_t)g * pc->nslots + s; /* g = nctas: the one-sided slots follow the CTAs' */
 }
 
+/* Index of channel g's slot s in pe's [slot] arrays and staging, and of
+ * channel g in its [channel] (ack) arrays. */
+static size_t peer_slot(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, uint32_t g, uint32_t s)
+{
+    return slot_index(pc, g, s) - pe->first_slot;
+}
+
+static uint32_t peer_chan(const proxy_peer_t *pe, uint32_t g) { return g - pe->first_chan; }
+
 /* The tag's g field of channel c. */
 static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
 {
@@ -152,7 +163,7 @@ static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
 
 static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint32_t p)
 {
-    size_t i = slot_index(pc, g, p % chan_slots(pc, g));
+    size_t i = peer_slot(pc, pe, g, p % chan_slots(pc, g));
     mpccl_status_t st = pc->t->ops->irecv(pc->t, pe->rank, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
                                           pe->rx_slots + i * pc->slot_bytes, pc->slot_bytes,
                                           &pe->rx_req[i]);
@@ -182,7 +193,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
     int act = 0;
     while (c->tx_next - c->tx_done < K) {
         uint32_t p = c->tx_next;
-        size_t i = slot_index(pc, g, p % K);
+        size_t i = peer_slot(pc, pe, g, p % K);
         if (pe->tx_ready[i] != p + 1) break;
         __atomic_thread_fence(__ATOMIC_ACQUIRE); /* len and data after ready */
         uint32_t len = pe->tx_len[i];
@@ -199,7 +210,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
     }
     uint32_t done = c->tx_done;
     while (done != c->tx_next) {
-        mpccl_req_t *r = &pe->tx_req[slot_index(pc, g, done % K)];
+        mpccl_req_t *r = &pe->tx_req[peer_slot(pc, pe, g, done % K)];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "sending", done, g, pe->rank);
         done++;
@@ -207,7 +218,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
     if (done != c->tx_done) {
         c->tx_done = done;
         __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the GPU never sees an ack before the send completed */
-        pe->tx_ack[g] = done;
+        pe->tx_ack[peer_chan(pe, g)] = done;
         act++;
     }
     return act;
@@ -222,14 +233,14 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
     int act = 0;
     while (c->rx_pub != c->rx_posted) {
         uint32_t p = c->rx_pub;
-        size_t i = slot_index(pc, g, p % K);
+        size_t i = peer_slot(pc, pe, g, p % K);
         mpccl_req_t *r = &pe->rx_req[i];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
         if (g == pc->nctas) { /* the one-sided channel: the host hands the piece over */
             size_t off = i * pc->slot_bytes;
             int took = pc->os.deliver(pc->os.ctx, pe->rank, p, pe->rx_slots + off, pe->rx_slots_dev + off,
-                                      (uint32_t)r->bytes, pe->rx_ack_dev + g);
+                                      (uint32_t)r->bytes, pe->rx_ack_dev + peer_chan(pe, g));
             if (took < 0) return fail(pc, MPCCL_ERR_INTERNAL, "delivering", p, g, pe->rank);
             if (took == 0) break;
             c->rx_pub++;
@@ -242,7 +253,7 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         c->rx_pub++;
         act++;
     }
-    uint32_t ack = pe->rx_ack[g];
+    uint32_t ack = pe->rx_ack[peer_chan(pe, g)];
     /* Piece q reuses the slot of q - K, free once ack >= q - K + 1. */
     while (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) {
         __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernel's reads of the slot came before its ack */
@@ -280,7 +291,7 @@ static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
             uint32_t first = sends ? c->tx_done : c->rx_pub, end = sends ? c->tx_next : c->rx_posted;
             uint32_t K = chan_slots(pc, g);
             for (uint32_t p = first; p != end; p++) {
-                mpccl_req_t *r = (sends ? pe->tx_req : pe->rx_req) + slot_index(pc, g, p % K);
+                mpccl_req_t *r = (sends ? pe->tx_req : pe->rx_req) + peer_slot(pc, pe, g, p % K);
                 if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) continue;
                 if (cancel) pc->t->ops->cancel(pc->t, r);
                 n++;
@@ -481,11 +492,13 @@ static void free_pc(mpccl_proxy_comm_t *pc)
     free(pc);
 }
 
-static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, char *host, char *dev,
+/* Views of peer k (pe), whose staging starts `off` bytes into the block and
+ * follows layout l. */
+static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size_t off, char *host, char *dev,
                       const layout_t *l, mpccl_dev_link_t *link, mpccl_dev_link_t *os_link)
 {
     size_t per = pc->nslot_total;
-    char *h = host + (size_t)k * l->bytes, *d = dev + (size_t)k * l->bytes;
+    char *h = host + off, *d = dev + off;
     pe->tx_slots = h + l->tx_slots;
     pe->rx_slots = h + l->rx_slots;
     pe->tx_ready = (volatile uint32_t *)(h + l->tx_ready);
@@ -510,7 +523,7 @@ static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, char *hos
     link->rx_len = (volatile uint32_t *)(d + l->rx_len);
     link->rx_ack = (volatile uint32_t *)(d + l->rx_ack);
     if (os_link) { /* channel nctas: the one-sided put kernel's side */
-        size_t c = pc->nctas, words = (size_t)c * pc->nslots;
+        size_t c = pc->nctas - pe->first_chan, words = (size_t)pc->nctas * pc->nslots - pe->first_slot;
         memset(os_link, 0, sizeof(*os_link));
         os_link->kind = MPCCL_LINK_PROXY;
         os_link->tx_slots = link->tx_slots + words * pc->slot_bytes;
@@ -541,7 +554,8 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     for (int i = 0; i < nranks; i++) npeers += is_remote[i] != 0;
     uint32_t nchan = nctas + (os ? 1 : 0);
     size_t per = (size_t)nctas * nslots + os_nslots;
-    layout_t l = make_layout(nchan, per, slot_bytes);
+    /* A one-sided-only peer's staging holds the one-sided channel alone. */
+    layout_t l = make_layout(nchan, per, slot_bytes), l_os = make_layout(1, os_nslots, slot_bytes);
     mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
     if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
     if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
@@ -563,18 +577,23 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     pc->npeers = npeers;
     if (npeers > 0) {
         void *dev = NULL;
-        pc->mem_bytes = l.bytes * (size_t)npeers;
+        for (int i = 0; i < nranks; i++)
+            if (is_remote[i]) pc->mem_bytes += is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY ? l_os.bytes : l.bytes;
         MPCCL_CHECK_GOTO(alloc->alloc(alloc->ctx, pc->mem_bytes, &pc->mem, &dev), st, fail);
         memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
+        size_t off = 0;
         for (int i = 0, k = 0; i < nranks; i++)
             if (is_remote[i]) {
                 /* A one-sided-only peer keeps the engine's link it has. */
                 mpccl_dev_link_t unused;
                 int os_only = is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY;
-                pc->peers[k].rank = i;
-                pc->peers[k].first_chan = os_only ? nctas : 0;
-                set_views(pc, &pc->peers[k], k, pc->mem, dev, &l, os_only ? &unused : &links[i],
+                proxy_peer_t *pe = &pc->peers[k];
+                pe->rank = i;
+                pe->first_chan = os_only ? nctas : 0;
+                pe->first_slot = os_only ? (size_t)nctas * nslots : 0;
+                set_views(pc, pe, k, off, pc->mem, dev, os_only ? &l_os : &l, os_only ? &unused : &links[i],
                           os ? &os_links[i] : NULL);
+                off += os_only ? l_os.bytes : l.bytes;
                 k++;
             }
     }

@@ -585,6 +585,14 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
     os_rx_t *rx = &os_rx[me];
     /* The CTAs' links are laid out as without the channel. */
     check_links(w, me, links);
+    /* A one-sided-only peer's staging holds its channel alone. */
+    size_t S = w->slot_bytes[me], staged = 0, bound = 0;
+    for (int i = 0; i < 16; i++) staged += w->heap[me].blocks[i] ? w->heap[me].sizes[i] : 0;
+    for (int i = 0; i < w->n; i++)
+        if (w->remote[me][i])
+            bound += 2 * (OS_SLOTS + (w->remote[me][i] == MPCCL_PROXY_REMOTE ? (size_t)w->nctas * w->nslots : 0)) * S +
+                     4096 + 1024; /* page rounding, flag words */
+    ck_assert_msg(staged <= bound, "rank %d: %zu bytes of staging, expected at most %zu", me, staged, bound);
     for (int i = 0; i < w->n; i++)
         if (w->remote[me][i]) {
             ck_assert(in_heap(&w->heap[me], os_links[i].tx_slots, (size_t)OS_SLOTS * w->slot_bytes[me]));
