@@ -608,17 +608,16 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
                                        "%s: NCCL_SHRINK_ABORT on a GPU communicator: stopping kernels that wait for "
                                        "a failed peer is not supported yet (ncclCommAbort the parent instead)",
                                        fn));
-    int proxied = comm->cuda_dev >= 0 && comm->topo.nnodes > 1;
 #ifdef MPCCL_HAVE_CUDA
-    proxied = proxied || (comm->gpu != NULL && mpccl_gpu_proxy(comm) != NULL);
-#endif
-    if (proxied)
+    /* Spanning nodes always has the proxy attached (mpccl_gpu_setup). */
+    if (comm->gpu != NULL && mpccl_gpu_proxy(comm) != NULL)
         return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE,
                                        "%s: a GPU communicator with peers served by the proxy thread (on other "
                                        "nodes, or, once a window was registered, on this node without P2P) cannot "
                                        "be shrunk yet: the proxy drives its transport, which the survivors' "
                                        "rendezvous would race",
                                        fn));
+#endif
     unsigned char *out = calloc((size_t)n, 1);
     int *survivors = calloc((size_t)n, sizeof(int));
     if (!out || !survivors) {
@@ -748,59 +747,4 @@ MPCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device)
     mpccl_status_t st = check_query("ncclCommCuDevice", comm, "device", device);
     if (st == MPCCL_OK) *device = comm->cuda_dev;
     return mpccl_result(st);
-}
-
-/* ---- custom reduction ops ---- */
-
-MPCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
-          ncclScalarResidence_t residence, ncclComm_t comm)
-{
-    const char *fn = "ncclRedOpCreatePreMulSum";
-    mpccl_status_t st;
-    if ((st = mpccl_check_comm(fn, comm)) != MPCCL_OK || (st = mpccl_check_ptr(fn, "op", op)) != MPCCL_OK ||
-        (st = mpccl_check_ptr(fn, "scalar", scalar)) != MPCCL_OK || (st = mpccl_check_dtype(fn, datatype)) != MPCCL_OK)
-        return mpccl_result(st);
-    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
-        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG,
-                                       "%s: argument residence = %d, expected ncclScalarDevice (0) or "
-                                       "ncclScalarHostImmediate (1)",
-                                       fn, (int)residence));
-    pthread_mutex_lock(&comm->redop_lock);
-    int slot = -1;
-    for (int i = 0; i < MPCCL_MAX_CUSTOM_OPS && slot < 0; i++)
-        if (!comm->redops[i].in_use) slot = i;
-    if (slot >= 0) {
-        mpccl_redop_slot_t *s = &comm->redops[slot];
-        memset(s, 0, sizeof(*s));
-        s->in_use = 1;
-        s->dt = datatype;
-        s->residence = residence;
-        if (residence == ncclScalarHostImmediate) memcpy(s->scalar, scalar, mpccl_dtype_size(datatype));
-        else s->scalar_ptr = scalar;
-    }
-    pthread_mutex_unlock(&comm->redop_lock);
-    if (slot < 0)
-        return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p already has %d live custom ops; destroy some first",
-                                       fn, (void *)comm, MPCCL_MAX_CUSTOM_OPS));
-    *op = (ncclRedOp_t)(ncclNumOps + slot);
-    return ncclSuccess;
-}
-
-MPCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm)
-{
-    const char *fn = "ncclRedOpDestroy";
-    mpccl_status_t st = mpccl_check_comm(fn, comm);
-    if (st != MPCCL_OK) return mpccl_result(st);
-    int slot = (int)op - ncclNumOps;
-    if ((int)op >= 0 && (int)op < ncclNumOps)
-        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument op = %d is a built-in op; only ops from "
-                                       "ncclRedOpCreatePreMulSum can be destroyed", fn, (int)op));
-    pthread_mutex_lock(&comm->redop_lock);
-    int live = slot >= 0 && slot < MPCCL_MAX_CUSTOM_OPS && comm->redops[slot].in_use;
-    if (live) comm->redops[slot].in_use = 0;
-    pthread_mutex_unlock(&comm->redop_lock);
-    if (!live)
-        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument op = %d is not a live custom op of comm %p", fn,
-                                       (int)op, (void *)comm));
-    return ncclSuccess;
 }

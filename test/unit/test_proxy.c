@@ -195,6 +195,16 @@ static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
     }
 }
 
+/* Every rank detaches (force as given), then closes its transport once all
+ * have detached. */
+static void detach_together(mpccl_proxy_comm_t *pc, mpccl_transport_t *t, mpccl_bootstrap_t *bs, int force)
+{
+    mpccl_bootstrap_barrier(bs);
+    mpccl_proxy_detach(pc, force);
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, force);
+}
+
 /* ---- the kernel side of the protocol ---- */
 
 static size_t msg_len(const world_t *w, int src, int dst, uint32_t g, int m)
@@ -462,10 +472,7 @@ static void idle_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_
         double c1 = cpu_s(), t1 = now_s();
         w->result[0] = (c1 - c0) / (t1 - t0);
     }
-    mpccl_bootstrap_barrier(bs);
-    mpccl_proxy_detach(pc, 0);
-    mpccl_bootstrap_barrier(bs);
-    t->ops->close(t, 0);
+    detach_together(pc, t, bs, 0);
 }
 
 START_TEST(test_idle_cpu)
@@ -648,10 +655,7 @@ static void os_fail_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstr
         /* pieces 0..2 were delivered, 3 refused, nothing after it */
         ck_assert_uint_eq(rx->next[0], 3);
     }
-    mpccl_bootstrap_barrier(bs);
-    mpccl_proxy_detach(pc, 1);
-    mpccl_bootstrap_barrier(bs);
-    t->ops->close(t, 1);
+    detach_together(pc, t, bs, 1);
 }
 
 START_TEST(test_os_fail)
