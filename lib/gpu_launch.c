@@ -85,7 +85,70 @@ static void pinned_free(void *ctx, void *host)
     cudaFreeHost(host);
 }
 
-static const mpccl_proxy_alloc_t pinned_allocator = {pinned_alloc, pinned_free, NULL};
+/* ---- GPU-direct: the CTAs' slots in device memory, moved by UCX itself ---- */
+
+/* ctx of the device-slot callbacks: the device number, plus one. */
+static int ctx_device(void *ctx) { return (int)(intptr_t)ctx - 1; }
+
+static mpccl_status_t device_slots_alloc(void *ctx, size_t bytes, void **dev)
+{
+    (void)ctx; /* the attaching thread has the device current */
+    MPCCL_CUDA_CHECK(cudaMalloc(dev, bytes));
+    return MPCCL_OK;
+}
+
+static void device_slots_free(void *ctx, void *dev)
+{
+    (void)ctx;
+    cudaFree(dev);
+}
+
+/* The proxy thread drives UCX, which copies device memory on its own streams:
+ * the device must be current there, and a user thread capturing a graph in
+ * global mode must not make those calls illegal. */
+static void device_bind(void *ctx)
+{
+    static __thread int bound = -1;
+    int dev = ctx_device(ctx);
+    if (bound == dev) return;
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&m);
+    if (cudaSetDevice(dev) == cudaSuccess) bound = dev;
+}
+
+/* Writes a NIC made into device memory reach the kernel in order only where
+ * the device orders them for its own accesses; elsewhere they are flushed
+ * before the proxy raises rx_ready. */
+static void device_flush(void *ctx)
+{
+    (void)ctx;
+    (void)cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                             cudaFlushGPUDirectRDMAWritesToOwner);
+}
+
+/* MPCCL_GPU_DIRECT (default 1): 0 keeps every piece in pinned host staging
+ * even where UCX moves device memory.  Fills the device-slot part of a and
+ * returns 1 when the CTAs' slots go to device memory; why not otherwise. */
+static int gpu_direct(int dev, mpccl_proxy_alloc_t *a, const char **why)
+{
+    if (mpccl_config_int("GPU_DIRECT") == 0) return *why = "MPCCL_GPU_DIRECT=0", 0;
+    if (!mpccl_ucx_supports_cuda()) return *why = "UCX has no CUDA transport", 0;
+    int ordering = 0, flush_options = 0;
+    (void)cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev);
+    (void)cudaDeviceGetAttribute(&flush_options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev);
+    int ordered = ordering >= cudaGPUDirectRDMAWritesOrderingOwner;
+    if (!ordered && !(flush_options & cudaFlushGPUDirectRDMAWritesOptionHost)) {
+        (void)cudaGetLastError();
+        return *why = "the device neither orders nor flushes a NIC's writes", 0;
+    }
+    a->alloc_slots = device_slots_alloc;
+    a->free_slots = device_slots_free;
+    a->bind = device_bind;
+    a->flush = ordered ? NULL : device_flush;
+    a->ctx = (void *)(intptr_t)(dev + 1);
+    *why = ordered ? "the device orders a NIC's writes" : "a NIC's writes are flushed before each hand-over";
+    return 1;
+}
 
 /* Attaches the communicator to the proxy thread, which serves peers on other
  * nodes (CTA channels and the one-sided channel) and, for one-sided operations
@@ -105,17 +168,19 @@ static mpccl_status_t attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
     if (proxied) {
         mpccl_proxy_os_t os;
         mpccl_dev_link_t *os_links = NULL;
+        mpccl_proxy_alloc_t alloc = {.alloc = pinned_alloc, .free = pinned_free};
+        const char *why = "";
+        int direct = comm->topo.nnodes > 1 && gpu_direct(comm->cuda_dev, &alloc, &why);
         MPCCL_CHECK_GOTO(mpccl_os_remote_create(comm, s->g->nslots, s->g->slot_bytes, &s->os_remote, &os, &os_links),
                          st, out);
         MPCCL_CHECK_GOTO(mpccl_proxy_attach(comm->transport, comm->rank, comm->nranks, remote, s->g->nctas,
-                                            s->g->nslots, s->g->slot_bytes, &pinned_allocator, s->g->links_host,
-                                            &os, os_links, &s->proxy),
+                                            s->g->nslots, s->g->slot_bytes, &alloc, s->g->links_host, &os,
+                                            os_links, &s->proxy),
                          st, out);
         if (comm->topo.nnodes > 1)
-            MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: peers on other nodes go through pinned host staging and UCX (%s)",
-                       (unsigned long long)comm->id,
-                       mpccl_ucx_supports_cuda() ? "UCX reports CUDA memory support; staging kept for now"
-                                                 : "UCX has no CUDA transport");
+            MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: collectives and send/recv to other nodes: %s (%s); one-sided "
+                       "operations through pinned host staging", (unsigned long long)comm->id,
+                       direct ? "GPU-direct, UCX moves the device's slots" : "pinned host staging and UCX", why);
     }
 out:
     if (st != MPCCL_OK && s->proxy == NULL && s->os_remote) { /* a later window may try again */

@@ -34,10 +34,12 @@ typedef struct proxy_peer {
     uint32_t first_chan;  /* 0, or nctas for a peer served for one-sided operations only */
     size_t first_slot;    /* slot_index of its first slot: 0, or nctas * nslots (its staging
                            * and arrays hold the one-sided channel alone) */
-    char *tx_slots, *rx_slots;
+    char *cta_tx, *cta_rx; /* the CTAs' slots [g][slot]: the transport's pointers (device
+                            * memory with alloc_slots, never read here) */
+    char *os_tx, *os_rx;   /* the one-sided channel's slots [slot] (staging) */
     volatile uint32_t *tx_ready, *tx_len, *tx_ack;
     volatile uint32_t *rx_ready, *rx_len, *rx_ack;
-    const char *rx_slots_dev;       /* device view of rx_slots (one-sided delivery) */
+    const char *os_rx_dev;          /* device view of os_rx (one-sided delivery) */
     volatile uint32_t *rx_ack_dev;  /* device view of rx_ack */
     proxy_chan_t *chan;   /* [nchan] */
     mpccl_req_t *tx_req;  /* [nslot_total]: the CTAs' [g][slot], then the one-sided slots */
@@ -57,6 +59,9 @@ struct mpccl_proxy_comm {
     mpccl_proxy_alloc_t alloc;
     void *mem;         /* host pointer of the staging of every remote peer */
     size_t mem_bytes;
+    void *slots;       /* with alloc_slots: the CTAs' slots of every remote peer */
+    size_t slots_bytes;
+    int flushed;       /* this pass flushed the device's received writes already */
     int npeers;
     proxy_peer_t *peers;
     proxy_chan_t *chans;
@@ -155,6 +160,13 @@ static size_t peer_slot(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, ui
 
 static uint32_t peer_chan(const proxy_peer_t *pe, uint32_t g) { return g - pe->first_chan; }
 
+/* Where channel g's slot s lies (rx = 1: receive side), as the transport sees it. */
+static char *slot_ptr(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, int rx, uint32_t g, uint32_t s)
+{
+    if (g < pc->nctas) return (rx ? pe->cta_rx : pe->cta_tx) + ((size_t)g * pc->nslots + s) * pc->slot_bytes;
+    return (rx ? pe->os_rx : pe->os_tx) + (size_t)s * pc->slot_bytes;
+}
+
 /* The tag's g field of channel c. */
 static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
 {
@@ -163,10 +175,10 @@ static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
 
 static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint32_t p)
 {
-    size_t i = peer_slot(pc, pe, g, p % chan_slots(pc, g));
+    uint32_t s = p % chan_slots(pc, g);
+    size_t i = peer_slot(pc, pe, g, s);
     mpccl_status_t st = pc->t->ops->irecv(pc->t, pe->rank, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
-                                          pe->rx_slots + i * pc->slot_bytes, pc->slot_bytes,
-                                          &pe->rx_req[i]);
+                                          slot_ptr(pc, pe, 1, g, s), pc->slot_bytes, &pe->rx_req[i]);
     if (st != MPCCL_OK) return fail(pc, st, "posting the receive of", p, g, pe->rank), -1;
     return 0;
 }
@@ -201,7 +213,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
             return fail(pc, MPCCL_ERR_INTERNAL, "sending (the kernel gave a length over the slot size)",
                         p, g, pe->rank);
         mpccl_status_t st = pc->t->ops->isend(pc->t, pe->rank, mpccl_proxy_tag(pc->rank, chan_tag_g(pc, g), p),
-                                              pe->tx_slots + i * pc->slot_bytes, len, &pe->tx_req[i]);
+                                              slot_ptr(pc, pe, 0, g, p % K), len, &pe->tx_req[i]);
         if (st != MPCCL_OK) return fail(pc, st, "sending", p, g, pe->rank);
         if (g == pc->nctas) MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: one-sided piece %u (%u bytes) to rank %d",
                                         pc->rank, p, len, pe->rank);
@@ -238,14 +250,18 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
         if (g == pc->nctas) { /* the one-sided channel: the host hands the piece over */
-            size_t off = i * pc->slot_bytes;
-            int took = pc->os.deliver(pc->os.ctx, pe->rank, p, pe->rx_slots + off, pe->rx_slots_dev + off,
+            size_t off = (size_t)(p % K) * pc->slot_bytes;
+            int took = pc->os.deliver(pc->os.ctx, pe->rank, p, pe->os_rx + off, pe->os_rx_dev + off,
                                       (uint32_t)r->bytes, pe->rx_ack_dev + peer_chan(pe, g));
             if (took < 0) return fail(pc, MPCCL_ERR_INTERNAL, "delivering", p, g, pe->rank);
             if (took == 0) break;
             c->rx_pub++;
             act++;
             continue;
+        }
+        if (pc->slots && pc->alloc.flush && !pc->flushed) { /* one flush covers every receive done so far */
+            pc->alloc.flush(pc->alloc.ctx);
+            pc->flushed = 1;
         }
         pe->rx_len[i] = (uint32_t)r->bytes;
         __atomic_thread_fence(__ATOMIC_SEQ_CST); /* data and len before ready */
@@ -267,6 +283,8 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
 static int serve(mpccl_proxy_comm_t *pc)
 {
     if (pc->failed) return 0;
+    if (pc->slots && pc->alloc.bind) pc->alloc.bind(pc->alloc.ctx);
+    pc->flushed = 0; /* completions come from progress below */
     int act = pc->started ? 0 : start(pc);
     if (pc->t->ops->progress(pc->t) > 0) act++;
     for (int k = 0; k < pc->npeers && !pc->failed; k++)
@@ -317,6 +335,7 @@ static void finish_detach(mpccl_proxy_comm_t *pc)
 static int detach_step(mpccl_proxy_comm_t *pc, int mode)
 {
     mpccl_transport_t *t = pc->t;
+    if (pc->slots && pc->alloc.bind) pc->alloc.bind(pc->alloc.ctx);
     if (!pc->started) {
         finish_detach(pc);
         return 1;
@@ -438,6 +457,8 @@ static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, con
                           "not be NULL");
     if (alloc == NULL || alloc->alloc == NULL || alloc->free == NULL)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: allocator with alloc and free expected");
+    if ((alloc->alloc_slots == NULL) != (alloc->free_slots == NULL))
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: alloc_slots and free_slots come together");
     if (nranks < 1 || rank < 0 || rank >= nranks || nranks != t->nranks || rank != t->rank)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d of %d does not match the "
                           "transport (rank %d of %d)", rank, nranks, t->rank, t->nranks);
@@ -460,19 +481,35 @@ static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, con
 }
 
 /* Staging of one peer, offsets from its base; every array on its own 128-byte
- * lines so the GPU's and the proxy's words never share one. */
+ * lines so the GPU's and the proxy's words never share one.  The CTAs' slots
+ * are either part of it (cta_tx, cta_rx) or, with alloc_slots, at the same
+ * offsets of the peer's slot block (dev_bytes). */
 typedef struct layout {
-    size_t tx_slots, rx_slots, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
+    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
+    size_t dev_bytes;
 } layout_t;
 
-static layout_t make_layout(uint32_t nchan, size_t nslot_total, uint32_t slot_bytes)
+static layout_t make_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots, uint32_t slot_bytes,
+                            int split)
 {
     layout_t l;
-    size_t slots = nslot_total * slot_bytes, words = ALIGN_UP(nslot_total * 4, 128);
-    size_t acks = ALIGN_UP((size_t)nchan * 4, 128);
-    l.tx_slots = 0;
-    l.rx_slots = ALIGN_UP(slots, 128);
-    l.tx_ready = l.rx_slots + ALIGN_UP(slots, 128);
+    size_t nslot_total = ncta_slots + nos_slots;
+    size_t os = ALIGN_UP(nos_slots * slot_bytes, 128), cta = ALIGN_UP(ncta_slots * slot_bytes, 128);
+    size_t words = ALIGN_UP(nslot_total * 4, 128), acks = ALIGN_UP((size_t)nchan * 4, 128);
+    l.os_tx = 0;
+    l.os_rx = os;
+    size_t end = 2 * os;
+    if (split) {
+        l.cta_tx = 0;
+        l.cta_rx = cta;
+        l.dev_bytes = ALIGN_UP(2 * cta, 4096);
+    } else {
+        l.cta_tx = end;
+        l.cta_rx = end + cta;
+        end += 2 * cta;
+        l.dev_bytes = 0;
+    }
+    l.tx_ready = end;
     l.tx_len = l.tx_ready + words;
     l.rx_ready = l.tx_len + words;
     l.rx_len = l.rx_ready + words;
@@ -485,6 +522,7 @@ static layout_t make_layout(uint32_t nchan, size_t nslot_total, uint32_t slot_by
 static void free_pc(mpccl_proxy_comm_t *pc)
 {
     if (pc->mem && pc->leak == 0) pc->alloc.free(pc->alloc.ctx, pc->mem);
+    if (pc->slots && pc->leak == 0) pc->alloc.free_slots(pc->alloc.ctx, pc->slots);
     if (pc->leak == 2) return; /* the transport may still complete these requests */
     free(pc->reqs);
     free(pc->chans);
@@ -492,33 +530,37 @@ static void free_pc(mpccl_proxy_comm_t *pc)
     free(pc);
 }
 
-/* Views of peer k (pe), whose staging starts `off` bytes into the block and
- * follows layout l. */
+/* Views of peer k (pe), whose staging starts `off` bytes into the block (host
+ * and device views) and its CTAs' slots `soff` bytes into the slot block (when
+ * split), following layout l. */
 static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size_t off, char *host, char *dev,
-                      const layout_t *l, mpccl_dev_link_t *link, mpccl_dev_link_t *os_link)
+                      size_t soff, const layout_t *l, mpccl_dev_link_t *link, mpccl_dev_link_t *os_link)
 {
     size_t per = pc->nslot_total;
     char *h = host + off, *d = dev + off;
-    pe->tx_slots = h + l->tx_slots;
-    pe->rx_slots = h + l->rx_slots;
+    char *cta_h = pc->slots ? (char *)pc->slots + soff : h, *cta_d = pc->slots ? (char *)pc->slots + soff : d;
+    pe->cta_tx = cta_h + l->cta_tx;
+    pe->cta_rx = cta_h + l->cta_rx;
+    pe->os_tx = h + l->os_tx;
+    pe->os_rx = h + l->os_rx;
     pe->tx_ready = (volatile uint32_t *)(h + l->tx_ready);
     pe->tx_len = (volatile uint32_t *)(h + l->tx_len);
     pe->tx_ack = (volatile uint32_t *)(h + l->tx_ack);
     pe->rx_ready = (volatile uint32_t *)(h + l->rx_ready);
     pe->rx_len = (volatile uint32_t *)(h + l->rx_len);
     pe->rx_ack = (volatile uint32_t *)(h + l->rx_ack);
-    pe->rx_slots_dev = d + l->rx_slots;
+    pe->os_rx_dev = d + l->os_rx;
     pe->rx_ack_dev = (volatile uint32_t *)(d + l->rx_ack);
     pe->chan = pc->chans + (size_t)k * pc->nchan;
     pe->tx_req = pc->reqs + (size_t)k * 2 * per;
     pe->rx_req = pe->tx_req + per;
     memset(link, 0, sizeof(*link));
     link->kind = MPCCL_LINK_PROXY;
-    link->tx_slots = d + l->tx_slots;
+    link->tx_slots = cta_d + l->cta_tx;
     link->tx_ready = (volatile uint32_t *)(d + l->tx_ready);
     link->tx_len = (volatile uint32_t *)(d + l->tx_len);
     link->tx_ack = (volatile uint32_t *)(d + l->tx_ack);
-    link->rx_slots = d + l->rx_slots;
+    link->rx_slots = cta_d + l->cta_rx;
     link->rx_ready = (volatile uint32_t *)(d + l->rx_ready);
     link->rx_len = (volatile uint32_t *)(d + l->rx_len);
     link->rx_ack = (volatile uint32_t *)(d + l->rx_ack);
@@ -526,7 +568,7 @@ static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size_t of
         size_t c = pc->nctas - pe->first_chan, words = (size_t)pc->nctas * pc->nslots - pe->first_slot;
         memset(os_link, 0, sizeof(*os_link));
         os_link->kind = MPCCL_LINK_PROXY;
-        os_link->tx_slots = link->tx_slots + words * pc->slot_bytes;
+        os_link->tx_slots = d + l->os_tx;
         os_link->tx_ready = link->tx_ready + words;
         os_link->tx_len = link->tx_len + words;
         os_link->tx_ack = link->tx_ack + c;
@@ -555,7 +597,9 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     uint32_t nchan = nctas + (os ? 1 : 0);
     size_t per = (size_t)nctas * nslots + os_nslots;
     /* A one-sided-only peer's staging holds the one-sided channel alone. */
-    layout_t l = make_layout(nchan, per, slot_bytes), l_os = make_layout(1, os_nslots, slot_bytes);
+    int split = alloc->alloc_slots != NULL;
+    layout_t l = make_layout(nchan, (size_t)nctas * nslots, os_nslots, slot_bytes, split);
+    layout_t l_os = make_layout(1, 0, os_nslots, slot_bytes, split);
     mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
     if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
     if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
@@ -578,10 +622,15 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     if (npeers > 0) {
         void *dev = NULL;
         for (int i = 0; i < nranks; i++)
-            if (is_remote[i]) pc->mem_bytes += is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY ? l_os.bytes : l.bytes;
+            if (is_remote[i]) {
+                int os_only = is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY;
+                pc->mem_bytes += os_only ? l_os.bytes : l.bytes;
+                pc->slots_bytes += os_only ? 0 : l.dev_bytes;
+            }
         MPCCL_CHECK_GOTO(alloc->alloc(alloc->ctx, pc->mem_bytes, &pc->mem, &dev), st, fail);
         memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
-        size_t off = 0;
+        if (pc->slots_bytes) MPCCL_CHECK_GOTO(alloc->alloc_slots(alloc->ctx, pc->slots_bytes, &pc->slots), st, fail);
+        size_t off = 0, soff = 0;
         for (int i = 0, k = 0; i < nranks; i++)
             if (is_remote[i]) {
                 /* A one-sided-only peer keeps the engine's link it has. */
@@ -591,15 +640,17 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                 pe->rank = i;
                 pe->first_chan = os_only ? nctas : 0;
                 pe->first_slot = os_only ? (size_t)nctas * nslots : 0;
-                set_views(pc, pe, k, off, pc->mem, dev, os_only ? &l_os : &l, os_only ? &unused : &links[i],
+                set_views(pc, pe, k, off, pc->mem, dev, soff, os_only ? &l_os : &l, os_only ? &unused : &links[i],
                           os ? &os_links[i] : NULL);
                 off += os_only ? l_os.bytes : l.bytes;
+                soff += os_only ? 0 : l.dev_bytes;
                 k++;
             }
     }
     MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d attached: %d remote peers, %u CTAs%s x %u slots x %u bytes, "
-               "%zu bytes of staging", rank, npeers, nctas, os ? " + one-sided" : "", nslots, slot_bytes,
-               pc->mem_bytes);
+               "%zu bytes of staging, %zu bytes of device slots%s", rank, npeers, nctas, os ? " + one-sided" : "",
+               nslots, slot_bytes, pc->mem_bytes, pc->slots_bytes,
+               pc->slots ? " (the transport reads and writes them directly)" : "");
     if (npeers == 0) { /* nothing to serve: the thread is not needed */
         *out = pc;
         return MPCCL_OK;

@@ -42,6 +42,20 @@ typedef struct mpccl_proxy_alloc {
     mpccl_status_t (*alloc)(void *ctx, size_t bytes, void **host, void **dev);
     void (*free)(void *ctx, void *host);
     void *ctx;
+    /* Optional, GPU-direct (the transport moves device memory itself, e.g. UCX
+     * with CUDA support): alloc_slots gives the CTA channels' slots memory only
+     * the device and the transport touch; the proxy never reads it.  NULL: the
+     * slots are part of the staging above.  The one-sided channel's slots stay
+     * in the staging (its receiver reads each piece's header on the host). */
+    mpccl_status_t (*alloc_slots)(void *ctx, size_t bytes, void **dev);
+    void (*free_slots)(void *ctx, void *dev);
+    /* Optional, with alloc_slots: bind runs on the proxy thread before it drives
+     * the transport for this communicator (makes its device current); flush runs
+     * there after receives into those slots completed and before their rx_ready
+     * is raised (makes writes of a NIC visible to the kernel where the device
+     * does not order them). */
+    void (*bind)(void *ctx);
+    void (*flush)(void *ctx);
 } mpccl_proxy_alloc_t;
 
 typedef struct mpccl_proxy_comm mpccl_proxy_comm_t;

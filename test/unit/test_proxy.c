@@ -48,6 +48,9 @@ typedef struct cpu_heap {
     size_t bytes;
     void *blocks[16];
     size_t sizes[16];
+    void *slot_block; /* the CTAs' slots (alloc_slots), one of blocks[] */
+    size_t slot_block_bytes;
+    int binds, flushes; /* calls of bind and flush (proxy thread) */
 } cpu_heap_t;
 
 static mpccl_status_t cpu_alloc(void *ctx, size_t bytes, void **host, void **dev)
@@ -86,6 +89,39 @@ static void cpu_free(void *ctx, void *host)
     free(host);
 }
 
+/* The GPU-direct callbacks, with host memory standing in for the device's. */
+static mpccl_status_t cpu_alloc_slots(void *ctx, size_t bytes, void **dev)
+{
+    cpu_heap_t *h = ctx;
+    void *host = NULL;
+    MPCCL_CHECK(cpu_alloc(ctx, bytes, &host, dev));
+    h->slot_block = host;
+    h->slot_block_bytes = bytes;
+    return MPCCL_OK;
+}
+
+static void cpu_free_slots(void *ctx, void *dev)
+{
+    cpu_heap_t *h = ctx;
+    ck_assert_ptr_eq(dev, h->slot_block);
+    cpu_free(ctx, dev);
+}
+
+static void cpu_bind(void *ctx) { __atomic_add_fetch(&((cpu_heap_t *)ctx)->binds, 1, __ATOMIC_RELAXED); }
+static void cpu_flush(void *ctx) { __atomic_add_fetch(&((cpu_heap_t *)ctx)->flushes, 1, __ATOMIC_RELAXED); }
+
+static mpccl_proxy_alloc_t cpu_allocator(cpu_heap_t *h, int split)
+{
+    mpccl_proxy_alloc_t a = {.alloc = cpu_alloc, .free = cpu_free, .ctx = h};
+    if (split) {
+        a.alloc_slots = cpu_alloc_slots;
+        a.free_slots = cpu_free_slots;
+        a.bind = cpu_bind;
+        a.flush = cpu_flush;
+    }
+    return a;
+}
+
 /* Whether [p, p+n) lies inside one block of h. */
 static int in_heap(cpu_heap_t *h, const void *p, size_t n)
 {
@@ -105,6 +141,7 @@ typedef struct world {
     uint8_t remote[MAXR][MAXR]; /* remote[i][j]: rank j is on another node for rank i */
     uint32_t nctas, nslots, slot_bytes[MAXR];
     int msgs;                   /* messages per (pair, CTA) */
+    int split;                  /* the CTAs' slots from alloc_slots (GPU-direct layout) */
     size_t max_len;
     cpu_heap_t heap[MAXR];
     void (*body)(struct world *w, int rank, mpccl_transport_t *t, mpccl_bootstrap_t *bs);
@@ -152,7 +189,7 @@ static void all_remote(world_t *w)
 
 static mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t *t, mpccl_dev_link_t *links)
 {
-    mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &w->heap[rank]};
+    mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[rank], w->split);
     mpccl_proxy_comm_t *pc = NULL;
     for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
     mpccl_status_t st = mpccl_proxy_attach(t, rank, w->n, w->remote[rank], w->nctas, w->nslots,
@@ -162,8 +199,16 @@ static mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t *t, mp
     return pc;
 }
 
-/* The links of remote peers point into the staging, distinct and aligned; the
- * others (one-sided-only peers too) are untouched. */
+/* Whether [p, p+n) lies inside h's slot block. */
+static int in_slot_block(cpu_heap_t *h, const void *p, size_t n)
+{
+    const char *c = p, *b = h->slot_block;
+    return b && c >= b && c + n <= b + h->slot_block_bytes;
+}
+
+/* The links of remote peers point into the staging (the slots into the slot
+ * block when split), distinct and aligned; the others (one-sided-only peers
+ * too) are untouched. */
 static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
 {
     size_t slots = (size_t)w->nctas * w->nslots * w->slot_bytes[rank];
@@ -178,6 +223,10 @@ static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
         ck_assert_uint_eq(l->kind, MPCCL_LINK_PROXY);
         ck_assert(in_heap(&w->heap[rank], l->tx_slots, slots));
         ck_assert(in_heap(&w->heap[rank], l->rx_slots, slots));
+        ck_assert_int_eq(in_slot_block(&w->heap[rank], l->tx_slots, slots), w->split);
+        ck_assert_int_eq(in_slot_block(&w->heap[rank], l->rx_slots, slots), w->split);
+        ck_assert(!in_slot_block(&w->heap[rank], (const void *)l->tx_ready, 4));
+        ck_assert(!in_slot_block(&w->heap[rank], (const void *)l->rx_ack, 4));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_ready, words));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_len, words));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_ready, words));
@@ -320,6 +369,9 @@ static void traffic_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstr
         ck_assert_int_eq(w->heap[me].outstanding, 0);
         mpccl_bootstrap_barrier(bs);
     }
+    /* GPU-direct: the proxy bound its device and flushed before handing pieces over. */
+    if (w->split) ck_assert(w->heap[me].binds > 0 && w->heap[me].flushes > 0);
+    else ck_assert(w->heap[me].binds == 0 && w->heap[me].flushes == 0);
     w->result[me] = now_s() - t0;
     mpccl_bootstrap_barrier(bs);
     t->ops->close(t, 0);
@@ -328,15 +380,18 @@ static void traffic_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstr
 START_TEST(test_traffic)
 {
     /* 2 or 3 ranks, 2..4 CTAs; in one 3-rank case ranks 0 and 1 share a node;
-     * the last case has slots large enough for UCX's rendezvous protocol. */
-    static const struct { int n; uint32_t nctas; int local01; uint32_t slot; int msgs; } cases[] = {
-        {2, 2, 0, 256, 300}, {3, 3, 0, 256, 300}, {3, 4, 1, 256, 300}, {2, 4, 0, 256, 300}, {2, 2, 0, 65536, 40}};
+     * slots large enough for UCX's rendezvous protocol in the fifth; the last
+     * three with the CTAs' slots apart from the staging (GPU-direct). */
+    static const struct { int n; uint32_t nctas; int local01; uint32_t slot; int msgs; int split; } cases[] = {
+        {2, 2, 0, 256, 300, 0},  {3, 3, 0, 256, 300, 0},   {3, 4, 1, 256, 300, 0}, {2, 4, 0, 256, 300, 0},
+        {2, 2, 0, 65536, 40, 0}, {2, 2, 0, 256, 300, 1}, {3, 4, 1, 256, 300, 1}, {2, 2, 0, 65536, 40, 1}};
     world_t *w = calloc(1, sizeof(*w));
     w->n = cases[_i].n;
     w->nctas = cases[_i].nctas;
     w->nslots = 4;
     for (int r = 0; r < MAXR; r++) w->slot_bytes[r] = cases[_i].slot;
     w->msgs = cases[_i].msgs;
+    w->split = cases[_i].split;
     w->max_len = 4 * cases[_i].slot + 76; /* up to 5 pieces per message, the last one short */
     all_remote(w);
     if (cases[_i].local01) w->remote[0][1] = w->remote[1][0] = 0;
@@ -348,8 +403,8 @@ START_TEST(test_traffic)
             for (uint32_t g = 0; w->remote[s][d] && g < w->nctas; g++)
                 for (int m = 0; m < w->msgs; m++)
                     pieces += (msg_len(w, s, d, g, m) + cases[_i].slot - 1) / cases[_i].slot;
-    printf("test_traffic: %d ranks, %u CTAs, %u-byte slots, local01=%d: 2 rounds of %zu pieces in %.3f s\n",
-           w->n, w->nctas, cases[_i].slot, cases[_i].local01, pieces, w->result[0]);
+    printf("test_traffic: %d ranks, %u CTAs, %u-byte slots, local01=%d, split=%d: 2 rounds of %zu pieces in %.3f s\n",
+           w->n, w->nctas, cases[_i].slot, cases[_i].local01, w->split, pieces, w->result[0]);
     free(w);
 }
 END_TEST
@@ -576,7 +631,7 @@ static mpccl_proxy_comm_t *os_attach(world_t *w, int me, mpccl_transport_t *t, i
     rx->w = w;
     rx->me = me;
     rx->fail_at = fail_at;
-    mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &w->heap[me]};
+    mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[me], w->split);
     mpccl_proxy_os_t os = {test_deliver, rx, OS_SLOTS};
     mpccl_proxy_comm_t *pc = NULL;
     mpccl_status_t st = mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
@@ -603,10 +658,13 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
     for (int i = 0; i < w->n; i++)
         if (w->remote[me][i]) {
             ck_assert(in_heap(&w->heap[me], os_links[i].tx_slots, (size_t)OS_SLOTS * w->slot_bytes[me]));
+            ck_assert(!in_slot_block(&w->heap[me], os_links[i].tx_slots, 1)); /* always in the staging */
             ck_assert(in_heap(&w->heap[me], (const void *)os_links[i].tx_ready, OS_SLOTS * 4));
             ck_assert(in_heap(&w->heap[me], (const void *)os_links[i].tx_len, OS_SLOTS * 4));
             if (w->remote[me][i] != MPCCL_PROXY_REMOTE) continue;
-            ck_assert(os_links[i].tx_slots >= links[i].tx_slots + (size_t)w->nctas * w->nslots * w->slot_bytes[me]);
+            if (!w->split)
+                ck_assert(os_links[i].tx_slots >= links[i].tx_slots + (size_t)w->nctas * w->nslots * w->slot_bytes[me] ||
+                          os_links[i].tx_slots + (size_t)OS_SLOTS * w->slot_bytes[me] <= links[i].tx_slots);
             ck_assert_ptr_eq((const void *)os_links[i].tx_ack, (const void *)(links[i].tx_ack + w->nctas));
         }
     mpccl_bootstrap_barrier(bs);
@@ -678,8 +736,8 @@ START_TEST(test_os_channel)
     /* 2 and 3 ranks (in the second, ranks 0 and 1 share a node; in the fourth
      * they share one without P2P: the proxy carries only their one-sided
      * pieces); small slots, then slots in UCX's rendezvous range. */
-    static const struct { int n; int local01; uint32_t slot; int msgs; } cases[] = {
-        {2, 0, 256, 200}, {3, 1, 256, 200}, {2, 0, 65536, 30}, {3, 2, 256, 200}};
+    static const struct { int n; int local01; uint32_t slot; int msgs; int split; } cases[] = {
+        {2, 0, 256, 200, 0}, {3, 1, 256, 200, 0}, {2, 0, 65536, 30, 0}, {3, 2, 256, 200, 0}, {3, 2, 256, 200, 1}};
     world_t *w = calloc(1, sizeof(*w));
     w->n = cases[_i].n;
     all_remote(w);
@@ -689,6 +747,7 @@ START_TEST(test_os_channel)
     w->nslots = 4;
     for (int r = 0; r < MAXR; r++) w->slot_bytes[r] = cases[_i].slot;
     w->msgs = cases[_i].msgs;
+    w->split = cases[_i].split;
     w->max_len = 2 * cases[_i].slot + 5;
     w->body = os_body;
     run_world(w);
@@ -702,7 +761,9 @@ START_TEST(test_args)
 {
     mpccl_transport_t t = {.ops = NULL, .rank = 0, .nranks = 2, .impl = NULL};
     cpu_heap_t heap = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    mpccl_proxy_alloc_t al = {cpu_alloc, cpu_free, &heap}, bad = {NULL, cpu_free, &heap};
+    mpccl_proxy_alloc_t al = cpu_allocator(&heap, 0), bad = {.free = cpu_free, .ctx = &heap};
+    mpccl_proxy_alloc_t half = cpu_allocator(&heap, 1);
+    half.free_slots = NULL;
     uint8_t rem[2] = {0, 1}, self[2] = {1, 1};
     mpccl_dev_link_t links[2];
     mpccl_proxy_comm_t *pc = NULL;
@@ -716,6 +777,8 @@ START_TEST(test_args)
     ck_assert_int_eq(mpccl_proxy_attach(&t, 1, 2, rem, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, self, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &bad, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &half, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "alloc_slots and free_slots"));
     ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, rem, 2, 4, 256, &al, NULL, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
     uint8_t os_only[2] = {0, MPCCL_PROXY_ONESIDED_ONLY}, three[2] = {0, 3};
     ck_assert_int_eq(mpccl_proxy_attach(&t, 0, 2, os_only, 2, 4, 256, &al, links, NULL, NULL, &pc), MPCCL_ERR_INTERNAL);
@@ -745,8 +808,8 @@ int main(void)
     Suite *su = suite_create("proxy");
     /* One case per behaviour, so CK_RUN_CASE picks one. */
     struct { const char *name; const TTest *t; int loops; } cases[] = {
-        {"args", test_args, 0}, {"traffic", test_traffic, 5}, {"error", test_error, 0},
-        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}, {"os_channel", test_os_channel, 4}, {"os_fail", test_os_fail, 0}};
+        {"args", test_args, 0}, {"traffic", test_traffic, 8}, {"error", test_error, 0},
+        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_set_timeout(tc, 120);
