@@ -104,9 +104,10 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"P2P_DISABLE", "NCCL_P2P_DISABLE", "0", "1: GPUs of one node talk through host memory instead of P2P/NVLink",
      NULL, NULL},
-    {"GPU_DIRECT", NULL, "1",
+    {"GPU_DIRECT", NULL, "0",
      "1: where UCX moves CUDA memory, GPU collectives and send/recv between nodes hand UCX device memory "
-     "(GPU-direct); 0: always through pinned host staging", NULL, NULL},
+     "(GPU-direct; can deadlock where UCX copies through CUDA streams, doc/GPU_DESIGN.md); 0: through pinned "
+     "host staging", NULL, NULL},
     {"PROXY_SPIN_US", NULL, "20", "microseconds the GPU proxy thread polls busily after the last activity", NULL,
      NULL},
     {"PROXY_YIELD_US", NULL, "500", "then microseconds it polls with sched_yield", NULL, NULL},

@@ -126,12 +126,16 @@ static void device_flush(void *ctx)
                                              cudaFlushGPUDirectRDMAWritesToOwner);
 }
 
-/* MPCCL_GPU_DIRECT (default 1): 0 keeps every piece in pinned host staging
- * even where UCX moves device memory.  Fills the device-slot part of a and
- * returns 1 when the CTAs' slots go to device memory; why not otherwise. */
+/* MPCCL_GPU_DIRECT=1 hands UCX the device's slots where UCX moves CUDA memory.
+ * Off by default: UCX's CUDA copies (cuda_copy staging, cuda_ipc) run on CUDA
+ * streams, which the driver may map onto the hardware queue of a user stream
+ * where a later kernel waits behind our engine kernel, and that kernel waits
+ * for those very copies (doc/GPU_DESIGN.md, "GPU-direct").  Fills the
+ * device-slot part of a and returns 1 when the CTAs' slots go to device memory;
+ * why not otherwise. */
 static int gpu_direct(int dev, mpccl_proxy_alloc_t *a, const char **why)
 {
-    if (mpccl_config_int("GPU_DIRECT") == 0) return *why = "MPCCL_GPU_DIRECT=0", 0;
+    if (mpccl_config_int("GPU_DIRECT") != 1) return *why = "MPCCL_GPU_DIRECT=0", 0;
     if (!mpccl_ucx_supports_cuda()) return *why = "UCX has no CUDA transport", 0;
     int ordering = 0, flush_options = 0;
     (void)cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev);
@@ -147,6 +151,10 @@ static int gpu_direct(int dev, mpccl_proxy_alloc_t *a, const char **why)
     a->flush = ordered ? NULL : device_flush;
     a->ctx = (void *)(intptr_t)(dev + 1);
     *why = ordered ? "the device orders a NIC's writes" : "a NIC's writes are flushed before each hand-over";
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=1 is experimental: with UCX's cuda_copy or cuda_ipc transports "
+                   "several collectives queued on one stream can hang (doc/GPU_DESIGN.md, GPU-direct)");
     return 1;
 }
 

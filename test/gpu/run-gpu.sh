@@ -86,6 +86,8 @@ else
 fi
 # every step spread over all CTAs (the default gives each CTA at least 32 KB)
 step sh "$mpi" -t 300 -l 0 -e MPCCL_GPU_CTA_MIN_BYTES=0 -n 2 2 test/mpi/test_coll
+# GPU-direct (experimental): device slots handed to UCX where it moves CUDA memory
+step sh "$mpi" -t 300 -l 0 -e MPCCL_GPU_DIRECT=1 -n 2 2 test/mpi/test_coll
 fi
 # registration, windows, put/signal/wait on GPU communicators
 if want onesided && [ -x "$top_builddir/test/mpi/test_onesided" ]; then
