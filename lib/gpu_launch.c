@@ -127,12 +127,10 @@ static void device_flush(void *ctx)
 }
 
 /* MPCCL_GPU_DIRECT=1 hands UCX the device's slots where UCX moves CUDA memory.
- * Off by default: UCX's CUDA copies (cuda_copy staging, cuda_ipc) run on CUDA
- * streams, which the driver may map onto the hardware queue of a user stream
- * where a later kernel waits behind our engine kernel, and that kernel waits
- * for those very copies (doc/GPU_DESIGN.md, "GPU-direct").  Fills the
- * device-slot part of a and returns 1 when the CTAs' slots go to device memory;
- * why not otherwise. */
+ * Off by default: with UCX's CUDA transports (cuda_copy staging, cuda_ipc),
+ * several collectives queued on one stream were seen to hang, cause not found
+ * yet (doc/GPU_DESIGN.md, "GPU-direct").  Fills the device-slot part of a and
+ * returns 1 when the CTAs' slots go to device memory; why not otherwise. */
 static int gpu_direct(int dev, mpccl_proxy_alloc_t *a, const char **why)
 {
     if (mpccl_config_int("GPU_DIRECT") != 1) return *why = "MPCCL_GPU_DIRECT=0", 0;
