@@ -737,6 +737,8 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
         a.buf[MPCCL_BUF_IN] = pre;
     }
     if (sc->nsteps) MPCCL_CHECK_GOTO(mpccl_engine_launch(&a, s->g->nctas, stream), st, out);
+    MPCCL_TRACE(MPCCL_SUB_COLL, "comm 0x%llx: engine launch: %s, %zu elements, %u steps", (unsigned long long)comm->id,
+                mpccl_coll_name(call->desc.coll), (size_t)call->desc.count, sc->nsteps);
     st = after_launch(s, stream, capturing);
 out:
     if (saved >= 0) mpccl_cuda_restore_device(saved);

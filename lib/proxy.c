@@ -215,8 +215,8 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         mpccl_status_t st = pc->t->ops->isend(pc->t, pe->rank, mpccl_proxy_tag(pc->rank, chan_tag_g(pc, g), p),
                                               slot_ptr(pc, pe, 0, g, p % K), len, &pe->tx_req[i]);
         if (st != MPCCL_OK) return fail(pc, st, "sending", p, g, pe->rank);
-        if (g == pc->nctas) MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: one-sided piece %u (%u bytes) to rank %d",
-                                        pc->rank, p, len, pe->rank);
+        MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u (%u bytes) to rank %d posted", pc->rank, p,
+                    g, len, pe->rank);
         c->tx_next++;
         act++;
     }
@@ -225,6 +225,8 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         mpccl_req_t *r = &pe->tx_req[peer_slot(pc, pe, g, done % K)];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "sending", done, g, pe->rank);
+        MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u to rank %d sent", pc->rank, done, g,
+                    pe->rank);
         done++;
     }
     if (done != c->tx_done) {
@@ -249,6 +251,8 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         mpccl_req_t *r = &pe->rx_req[i];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
         if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
+        MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u (%zu bytes) from rank %d arrived", pc->rank,
+                    p, g, r->bytes, pe->rank);
         if (g == pc->nctas) { /* the one-sided channel: the host hands the piece over */
             size_t off = (size_t)(p % K) * pc->slot_bytes;
             int took = pc->os.deliver(pc->os.ctx, pe->rank, p, pe->os_rx + off, pe->os_rx_dev + off,
