@@ -53,7 +53,8 @@ enum {
     MPCCL_LINK_NONE = 0, /* this rank itself, or a peer never messaged */
     MPCCL_LINK_NVLINK,   /* same node, peer device memory mapped (CUDA IPC / P2P) */
     MPCCL_LINK_HOST,     /* same node without P2P: mailbox in shared pinned host memory */
-    MPCCL_LINK_PROXY     /* other node: pinned host staging driven by the proxy thread */
+    MPCCL_LINK_PROXY     /* other node: staging driven by the proxy thread (pinned host memory;
+                          * the slots in device memory with MPCCL_GPU_DIRECT=1) */
 };
 
 /* Where this rank writes to and reads from one peer.  Arrays are indexed
