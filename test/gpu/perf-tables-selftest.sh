@@ -3,8 +3,9 @@
 # the CSV mpccl-perf would, with made-up times, so the pieces (-C, -k, -t), the
 # rebuilt tables.md and the exit statuses can be compared with what they must be.
 set -u
-src=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
+src=$(cd "${top_srcdir:-$(dirname "$0")/../..}" && pwd) # absolute: the test runs in a temporary folder
 script="$src/test/gpu/perf-tables.sh"
+[ -r "$script" ] || { echo "cannot read $script"; exit 99; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 99
@@ -44,6 +45,7 @@ chmod +x slow-mpirun
 MPIRUN=./slow-mpirun sh "$script" -n 1 -o out5 -k float -t 1 -C "allreduce reduce" libnccl.so.2 > log5 2>&1
 expect "-t skips the runs past the limit (exit 2)" 2 $?
 expect "the skipped run is named" 1 "$(grep -c '^SKIPPED: reduce_float' log5)"
+expect "the run before the limit ran" allreduce_float "$(cut -d' ' -f1 out5/times.txt)"
 MPIRUN=./fake-mpirun sh "$script" -n 2 -o out6 -C broken -k float libnccl.so.2 > log6
 expect "a failing run exits 1" 1 $?
 expect "and is named" 1 "$(grep -c '^FAILED: broken_float' log6)"
