@@ -542,7 +542,8 @@ static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size_t of
 {
     size_t per = pc->nslot_total;
     char *h = host + off, *d = dev + off;
-    char *cta_h = pc->slots ? (char *)pc->slots + soff : h, *cta_d = pc->slots ? (char *)pc->slots + soff : d;
+    char *split = pc->slots ? (char *)pc->slots + soff : NULL; /* one view: the proxy never reads it */
+    char *cta_h = split ? split : h, *cta_d = split ? split : d;
     pe->cta_tx = cta_h + l->cta_tx;
     pe->cta_rx = cta_h + l->cta_rx;
     pe->os_tx = h + l->os_tx;

@@ -4,9 +4,9 @@
  *
  * For each remote peer and CTA g the proxy owns staging memory that both the
  * GPU and the host can reach (the slots may instead be device memory only the
- * GPU and the transport touch, mpccl_proxy_alloc_t.alloc_slots): the kernel writes a piece into a tx slot and
- * raises tx_ready; the proxy sends it with the transport and raises tx_ack when
- * the send completed.  The proxy pre-posts nslots receives per (peer, g) into
+ * GPU and the transport touch, mpccl_proxy_alloc_t.alloc_slots): the kernel
+ * writes a piece into a tx slot and raises tx_ready; the proxy sends it with
+ * the transport and raises tx_ack when the send completed.  The proxy pre-posts nslots receives per (peer, g) into
  * rx slots, raises rx_ready when one completes, and re-posts the slot once the
  * kernel raised rx_ack past it.
  *
