@@ -111,7 +111,9 @@ static mpccl_setting_t settings[] = {
     {"PROXY_SPIN_US", NULL, "20", "microseconds the GPU proxy thread polls busily after the last activity", NULL,
      NULL},
     {"PROXY_YIELD_US", NULL, "500", "then microseconds it polls with sched_yield", NULL, NULL},
-    {"PROXY_SLEEP_US", NULL, "100", "then its longest sleep between polls (doubling from 1 us)", NULL, NULL},
+    {"PROXY_SLEEP_US", NULL, "100",
+     "then, while a launch it serves is unfinished, its longest sleep between polls (doubling from 1 us); with "
+     "none in flight it sleeps until a launch or the network wakes it", NULL, NULL},
     {"PROXY_OS_SLOTS", NULL, "16",
      "one-sided puts to each peer on another node: slots (of MPCCL_GPU_SLOT_BYTES) in flight, a power of two 1..256",
      NULL, NULL},

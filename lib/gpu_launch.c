@@ -15,6 +15,7 @@
 #include "gpu_launch.h"
 #include "algo.h"
 #include "gpu_plan.h"
+#include "gpu_proxy_work.h"
 #include "kernels/engine.h"
 #include "log.h"
 #include "onesided_remote.h"
@@ -49,6 +50,7 @@ typedef struct scratch_block {
 typedef struct mpccl_gpu_state {
     mpccl_gpu_comm_t *g;
     mpccl_proxy_comm_t *proxy;
+    mpccl_proxy_work_t work;      /* launches that need the proxy post themselves through it */
     mpccl_os_remote_t *os_remote; /* one-sided operations with other nodes, carried by proxy */
     mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
     int check_pointers;      /* MPCCL_CHECK_POINTERS: ask the driver about every buffer */
@@ -183,6 +185,7 @@ static mpccl_status_t attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
                                             s->g->nslots, s->g->slot_bytes, &alloc, s->g->links_host, &os,
                                             os_links, &s->proxy),
                          st, out);
+        s->work.pc = s->proxy;
         if (comm->topo.nnodes > 1)
             MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: collectives and send/recv to other nodes: %s (%s); one-sided "
                        "operations through pinned host staging", (unsigned long long)comm->id,
@@ -247,6 +250,7 @@ void mpccl_gpu_finalize(ncclComm_t comm)
     if (mpccl_cuda_push_device(comm->cuda_dev, &saved) != MPCCL_OK) saved = -1;
     /* Kernels of this communicator still queued need the proxy to finish. */
     if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    mpccl_proxy_work_fini(&s->work);
     mpccl_proxy_detach(s->proxy, 0);
     s->proxy = NULL;
     if (saved >= 0) mpccl_cuda_restore_device(saved);
@@ -276,6 +280,7 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
     /* Work still queued on user streams uses these resources (NCCL's destroy
      * waits for it too). */
     if (!force) cudaDeviceSynchronize();
+    mpccl_proxy_work_fini(&s->work);
     if (s->proxy) mpccl_proxy_detach(s->proxy, force);
     s->proxy = NULL;
     mpccl_os_remote_free(s->os_remote); /* the proxy no longer delivers into it */
@@ -454,6 +459,8 @@ static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out
 }
 
 static mpccl_status_t before_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int *capturing);
+static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_engine_args_t *a,
+                                    cudaStream_t stream);
 static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int capturing);
 
 /* ---- grouped point-to-point ---- */
@@ -569,7 +576,7 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
         a.buf[3 + i] = calls[i]->desc.coll == MPCCL_COLL_SEND ? (void *)calls[i]->task.in : calls[i]->task.out;
     a.dtype = ncclUint8;
     a.op = MPCCL_OP_SUM;
-    if (pe->sched.nsteps) MPCCL_CHECK_GOTO(mpccl_engine_launch(&a, s->g->nctas, stream), st, out);
+    if (pe->sched.nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream), st, out);
     MPCCL_CHECK_GOTO(join_streams(s, calls, n, 1), st, out);
     st = after_launch(s, stream, capturing);
 out:
@@ -578,6 +585,18 @@ out:
 }
 
 /* ---- launch ---- */
+
+/* An engine launch; between nodes it is the proxy's work (gpu_proxy_work.h). */
+static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_engine_args_t *a,
+                                    cudaStream_t stream)
+{
+    mpccl_proxy_work_token_t tok;
+    if (comm->topo.nnodes == 1) return mpccl_engine_launch(a, s->g->nctas, stream);
+    MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, s->g->nctas, &a->proxy_done, &tok));
+    mpccl_status_t st = mpccl_engine_launch(a, s->g->nctas, stream);
+    mpccl_status_t e = mpccl_proxy_work_end(&s->work, stream, &tok, st);
+    return st != MPCCL_OK ? st : e;
+}
 
 /* A launch on another stream than the previous one waits for it.  Inside a
  * capture the graph's own order applies (an event recorded there cannot order
@@ -668,6 +687,12 @@ mpccl_proxy_comm_t *mpccl_gpu_proxy(ncclComm_t comm)
     return s ? s->proxy : NULL;
 }
 
+struct mpccl_proxy_work *mpccl_gpu_proxy_work(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s && s->proxy ? &s->work : NULL;
+}
+
 int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)
 {
     mpccl_gpu_state_t *s = comm->gpu;
@@ -736,7 +761,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
         MPCCL_CHECK_GOTO(scale_input(call, pre, sc->in_elems, stream), st, out);
         a.buf[MPCCL_BUF_IN] = pre;
     }
-    if (sc->nsteps) MPCCL_CHECK_GOTO(mpccl_engine_launch(&a, s->g->nctas, stream), st, out);
+    if (sc->nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream), st, out);
     MPCCL_TRACE(MPCCL_SUB_COLL, "comm 0x%llx: engine launch: %s, %zu elements, %u steps", (unsigned long long)comm->id,
                 mpccl_coll_name(call->desc.coll), (size_t)call->desc.count, sc->nsteps);
     st = after_launch(s, stream, capturing);

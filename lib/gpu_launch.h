@@ -43,6 +43,8 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n);
  * (NULL: the communicator spans one node). */
 struct mpccl_os_remote *mpccl_gpu_os_remote(ncclComm_t comm);
 mpccl_proxy_comm_t *mpccl_gpu_proxy(ncclComm_t comm);
+/* How launches that need the proxy post themselves (gpu_proxy_work.h). */
+struct mpccl_proxy_work *mpccl_gpu_proxy_work(ncclComm_t comm);
 /* Attaches the proxy's one-sided channel to peers of this node without P2P
  * if the communicator has none yet (first window registration; collective
  * only in that every rank calls it there). */

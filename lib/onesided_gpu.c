@@ -373,7 +373,7 @@ mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t byt
     unsigned nctas = w && !remote ? put_kernel_ctas(g, bytes) : 0;
     uint64_t *word = remote ? NULL : g->peer_sig[peer] + idx;
     if (remote) {
-        st = mpccl_os_remote_put(mpccl_gpu_os_remote(comm), mpccl_gpu_proxy(comm), peer, src, bytes,
+        st = mpccl_os_remote_put(mpccl_gpu_os_remote(comm), mpccl_gpu_proxy_work(comm), peer, src, bytes,
                                  w ? w->id : MPCCL_OS_NO_WIN, offset, (uint32_t)idx + 1, stream);
     } else if (nctas) {
         /* One launch stores the data and signals. */

@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "cuda_rt.h"
+#include "gpu_proxy_work.h"
 #include "kernels/onesided_remote.h"
 #include "log.h"
 #include "win.h"
@@ -204,10 +205,11 @@ int mpccl_os_remote_reaches(const mpccl_os_remote_t *r, int peer)
     return r && peer >= 0 && peer < r->nranks && r->links[peer].kind == MPCCL_LINK_PROXY;
 }
 
-mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, mpccl_proxy_comm_t *proxy, int peer, const void *src,
+mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work *work, int peer, const void *src,
                                    size_t bytes, uint32_t win_id, size_t offset, uint32_t sig, cudaStream_t stream)
 {
-    MPCCL_CHECK(mpccl_proxy_error(proxy));
+    if (work == NULL) return mpccl_fail(MPCCL_ERR_INTERNAL, "one-sided put to rank %d without the proxy", peer);
+    MPCCL_CHECK(mpccl_proxy_error(work->pc));
     mpccl_os_remote_put_t a;
     memset(&a, 0, sizeof(a));
     a.link = r->links[peer];
@@ -219,6 +221,10 @@ mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, mpccl_proxy_comm_t *pro
     a.offset = offset;
     a.win_id = win_id;
     a.sig = sig;
-    return mpccl_os_remote_put_launch(&a, stream);
+    mpccl_proxy_work_token_t tok;
+    MPCCL_CHECK(mpccl_proxy_work_begin(work, stream, 1, &a.proxy_done, &tok));
+    mpccl_status_t st = mpccl_os_remote_put_launch(&a, stream);
+    mpccl_status_t e = mpccl_proxy_work_end(work, stream, &tok, st);
+    return st != MPCCL_OK ? st : e;
 }
 #endif

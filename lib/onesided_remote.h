@@ -16,6 +16,8 @@
 #include "kernels/devplan.h"
 #include "proxy.h"
 
+struct mpccl_proxy_work;
+
 typedef struct mpccl_os_remote mpccl_os_remote_t;
 
 /* Before the proxy attaches (gpu_launch.c): the delivery stream and the
@@ -34,8 +36,9 @@ void mpccl_os_remote_free(mpccl_os_remote_t *r);
 int mpccl_os_remote_reaches(const mpccl_os_remote_t *r, int peer);
 /* Enqueues on stream a put of bytes from src (device memory; 0 bytes: a
  * signal alone) into window win_id of peer at offset, then (sig != 0) an add
- * to counter sig - 1 of the peer.  proxy reports the channel's failures. */
-mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, mpccl_proxy_comm_t *proxy, int peer, const void *src,
+ * to counter sig - 1 of the peer.  work: the proxy that carries it, to post
+ * the launch to and report the channel's failures. */
+mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work *work, int peer, const void *src,
                                    size_t bytes, uint32_t win_id, size_t offset, uint32_t sig, cudaStream_t stream);
 #endif
 

@@ -2,6 +2,7 @@
  * shared with the device engine and the transport.  Compiles without CUDA: the
  * staging memory comes from the caller's allocator. */
 #define _GNU_SOURCE
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -10,74 +11,12 @@
 #include <time.h>
 #include "config.h"
 #include "log.h"
-#include "proxy.h"
+#include "proxy_impl.h"
+#include "proxy_wake.h"
 
 #ifndef MPCCL_REQ_HAS_BYTES
 #error "the proxy needs the received length of each piece (mpccl_req_t.bytes) for rx_len"
 #endif
-
-#define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
-
-/* One (remote peer, channel) pair: channels 0..nctas-1 are the CTAs', channel
- * nctas (when present) the one-sided channel.  Counters are piece numbers mod 2^32, the
- * same arithmetic the kernel uses, so they survive wrapping. */
-typedef struct proxy_chan {
-    uint32_t tx_next;   /* next piece the kernel will raise tx_ready for */
-    uint32_t tx_done;   /* pieces sent and acknowledged (the value of tx_ack) */
-    uint32_t rx_pub;    /* next piece to hand to the kernel (rx_ready) */
-    uint32_t rx_posted; /* pieces whose receive has been posted */
-} proxy_chan_t;
-
-/* Host views of one remote peer's staging; arrays indexed [g][slot] or [g]. */
-typedef struct proxy_peer {
-    int rank;
-    uint32_t first_chan;  /* 0, or nctas for a peer served for one-sided operations only */
-    size_t first_slot;    /* slot_index of its first slot: 0, or nctas * nslots (its staging
-                           * and arrays hold the one-sided channel alone) */
-    char *cta_tx, *cta_rx; /* the CTAs' slots [g][slot]: the transport's pointers (device
-                            * memory with alloc_slots, never read here) */
-    char *os_tx, *os_rx;   /* the one-sided channel's slots [slot] (staging) */
-    volatile uint32_t *tx_ready, *tx_len, *tx_ack;
-    volatile uint32_t *rx_ready, *rx_len, *rx_ack;
-    const char *os_rx_dev;          /* device view of os_rx (one-sided delivery) */
-    volatile uint32_t *rx_ack_dev;  /* device view of rx_ack */
-    proxy_chan_t *chan;   /* [nchan] */
-    mpccl_req_t *tx_req;  /* [nslot_total]: the CTAs' [g][slot], then the one-sided slots */
-    mpccl_req_t *rx_req;  /* [nslot_total] */
-} proxy_peer_t;
-
-enum { DETACH_NONE = 0, DETACH_FLUSH = 1, DETACH_FORCE = 2 };
-
-struct mpccl_proxy_comm {
-    mpccl_transport_t *t;
-    int rank;
-    uint32_t nctas, nslots, slot_bytes;
-    uint32_t nchan;    /* nctas, plus 1 with the one-sided channel */
-    uint32_t os_nslots; /* slots of the one-sided channel */
-    size_t nslot_total; /* slots per peer and direction: nctas * nslots + os_nslots */
-    mpccl_proxy_os_t os;
-    mpccl_proxy_alloc_t alloc;
-    void *mem;         /* host pointer of the staging of every remote peer */
-    size_t mem_bytes;
-    void *slots;       /* with alloc_slots: the CTAs' slots of every remote peer */
-    size_t slots_bytes;
-    int flushed;       /* this pass flushed the device's received writes already */
-    int npeers;
-    proxy_peer_t *peers;
-    proxy_chan_t *chans;
-    mpccl_req_t *reqs;
-    /* The proxy thread's own state. */
-    int started;       /* initial receives posted */
-    int failed;        /* stopped serving after an error */
-    int detach_phase;  /* 0: not begun, 1: draining sends, 2: receives cancelled */
-    int64_t deadline;
-    int leak;          /* UCX may still touch the staging: never free it */
-    /* Shared, under the global lock (or atomic). */
-    int detach_req;    /* DETACH_*: set by mpccl_proxy_detach */
-    int detached;      /* the proxy thread let go of pc */
-    mpccl_status_t error;
-    mpccl_proxy_comm_t *next;
-};
 
 /* The process-wide thread and the list of communicators it serves.  life
  * serializes starting and stopping the thread (never taken by the thread);
@@ -94,8 +33,9 @@ static struct {
 } P = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
 
 /* MPCCL_PROXY_SPIN_US (busy polling after the last activity), MPCCL_PROXY_YIELD_US
- * (then sched_yield polling), MPCCL_PROXY_SLEEP_US (then sleeps doubling from
- * 1 us up to this): lib/config.c. */
+ * (then sched_yield polling), MPCCL_PROXY_SLEEP_US (then, while posted work is
+ * unfinished, sleeps doubling from 1 us up to this; with none, a sleep until
+ * woken): lib/config.c. */
 typedef struct proxy_settings {
     int64_t spin_ns, yield_ns, sleep_ns;
 } proxy_settings_t;
@@ -139,26 +79,6 @@ static int fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uin
     return 1;
 }
 
-/* Slots of channel g, and the index of its slot s in a peer's [slot] arrays
- * (the CTAs' [g][slot] first, then the one-sided channel's). */
-static uint32_t chan_slots(const mpccl_proxy_comm_t *pc, uint32_t g)
-{
-    return g < pc->nctas ? pc->nslots : pc->os_nslots;
-}
-
-static size_t slot_index(const mpccl_proxy_comm_t *pc, uint32_t g, uint32_t s)
-{
-    return (size_t)g * pc->nslots + s; /* g = nctas: the one-sided slots follow the CTAs' */
-}
-
-/* Index of channel g's slot s in pe's [slot] arrays and staging, and of
- * channel g in its [channel] (ack) arrays. */
-static size_t peer_slot(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, uint32_t g, uint32_t s)
-{
-    return slot_index(pc, g, s) - pe->first_slot;
-}
-
-static uint32_t peer_chan(const proxy_peer_t *pe, uint32_t g) { return g - pe->first_chan; }
 
 /* Where channel g's slot s lies (rx = 1: receive side), as the transport sees it. */
 static char *slot_ptr(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, int rx, uint32_t g, uint32_t s)
@@ -382,15 +302,75 @@ static int detach_step(mpccl_proxy_comm_t *pc, int mode)
 
 /* ---- the thread ---- */
 
-/* Spin, then yield, then sleep with a doubling interval while nothing happens:
- * kernel flags in host memory cannot wake us, so the cap bounds latency. */
+/* Whether pc needs the thread awake: work posted and unfinished, sends in
+ * flight or raised, pieces handed over but not yet acknowledged on the
+ * one-sided channel (its acks come from delivery kernels), receives to
+ * re-post.  Pieces waiting for a kernel not yet launched need nothing: that
+ * launch posts work. */
+static int has_work(mpccl_proxy_comm_t *pc)
+{
+    if (__atomic_load_n(&pc->detach_req, __ATOMIC_SEQ_CST) != DETACH_NONE) return 1;
+    if (pc->failed) return 0;
+    if (!pc->started) return 1;
+    uint32_t posted = __atomic_load_n(&pc->posted, __ATOMIC_SEQ_CST);
+    if ((int32_t)(posted - *pc->done) > 0) return 1;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernels' flags after their done count */
+    for (int k = 0; k < pc->npeers; k++)
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
+            proxy_peer_t *pe = &pc->peers[k];
+            proxy_chan_t *c = &pe->chan[g];
+            uint32_t K = chan_slots(pc, g), ack = pe->rx_ack[peer_chan(pe, g)];
+            if (c->tx_next != c->tx_done || pe->tx_ready[peer_slot(pc, pe, g, c->tx_next % K)] == c->tx_next + 1)
+                return 1;
+            if (pe->rx_req[peer_slot(pc, pe, g, c->rx_pub % K)].done && c->rx_pub != c->rx_posted) return 1;
+            if (g == pc->nctas && c->rx_posted - c->rx_pub != K) return 1;
+            if (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) return 1;
+        }
+    return 0;
+}
+
+/* Spin, then yield, then sleep: with posted work unfinished, a doubling
+ * interval (kernel flags in host memory cannot wake us, so the cap bounds
+ * latency); with none, until a user thread posts work or a transport has
+ * traffic (proxy_wake.h). */
 typedef struct backoff {
     proxy_settings_t cfg;
     int64_t idle_since; /* 0: active */
     int64_t sleep_ns;
+    struct pollfd *fds; /* one per communicator, and the eventfd */
+    size_t nfds;
 } backoff_t;
 
-static void backoff(backoff_t *b, int act)
+/* Sleeps until woken; returns early (0) when the re-check finds work. */
+static int sleep_until_woken(backoff_t *b, mpccl_proxy_comm_t **snap, size_t nsnap, unsigned seen)
+{
+    if (b->nfds < nsnap + 1) {
+        struct pollfd *f = realloc(b->fds, (nsnap + 1) * sizeof(*f));
+        if (f == NULL) return 0; /* keep polling */
+        b->fds = f;
+        b->nfds = nsnap + 1;
+    }
+    mpccl_proxy_sleep_announce();
+    int n = 0;
+    int64_t timeout = -1;
+    for (size_t i = 0; i < nsnap; i++) {
+        mpccl_proxy_comm_t *pc = snap[i];
+        if (has_work(pc)) goto busy;
+        if (pc->failed) continue;
+        int fd = pc->t->ops->arm ? pc->t->ops->arm(pc->t) : MPCCL_ARM_NONE;
+        if (fd == MPCCL_ARM_BUSY) goto busy;
+        if (fd == MPCCL_ARM_NONE) timeout = b->cfg.sleep_ns; /* cannot be told: poll */
+        else b->fds[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+    }
+    if (__atomic_load_n(&P.gen, __ATOMIC_SEQ_CST) != seen) goto busy;
+    mpccl_proxy_sleep(b->fds, n, timeout);
+    return 1;
+busy:
+    mpccl_proxy_sleep_cancel();
+    return 0;
+}
+
+static void backoff(backoff_t *b, int act, mpccl_proxy_comm_t **snap, size_t nsnap, unsigned seen)
 {
     if (act) {
         b->idle_since = 0;
@@ -405,6 +385,12 @@ static void backoff(backoff_t *b, int act)
         sched_yield();
         return;
     }
+    int work = 0;
+    for (size_t i = 0; i < nsnap && !work; i++) work = has_work(snap[i]);
+    if (!work) {
+        if (sleep_until_woken(b, snap, nsnap, seen)) b->idle_since = 0; /* woken: work is near */
+        return;
+    }
     b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : 1000;
     if (b->sleep_ns > b->cfg.sleep_ns) b->sleep_ns = b->cfg.sleep_ns;
     struct timespec ts = {(time_t)(b->sleep_ns / 1000000000), (long)(b->sleep_ns % 1000000000)};
@@ -417,7 +403,7 @@ static void *proxy_main(void *arg)
     mpccl_proxy_comm_t **snap = NULL;
     size_t nsnap = 0, cap = 0;
     unsigned seen = __atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) - 1;
-    backoff_t b = {settings(), 0, 0};
+    backoff_t b = {settings(), 0, 0, NULL, 0};
     for (;;) {
         if (__atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) != seen) {
             pthread_mutex_lock(&P.lock);
@@ -443,8 +429,9 @@ static void *proxy_main(void *arg)
             int mode = __atomic_load_n(&pc->detach_req, __ATOMIC_ACQUIRE);
             act += mode != DETACH_NONE ? detach_step(pc, mode) : serve(pc);
         }
-        backoff(&b, act);
+        backoff(&b, act, snap, nsnap, seen);
     }
+    free(b.fds);
     free(snap);
     return NULL;
 }
@@ -484,45 +471,6 @@ static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, con
     return MPCCL_OK;
 }
 
-/* Staging of one peer, offsets from its base; every array on its own 128-byte
- * lines so the GPU's and the proxy's words never share one.  The CTAs' slots
- * are either part of it (cta_tx, cta_rx) or, with alloc_slots, at the same
- * offsets of the peer's slot block (dev_bytes). */
-typedef struct layout {
-    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
-    size_t dev_bytes;
-} layout_t;
-
-static layout_t make_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots, uint32_t slot_bytes,
-                            int split)
-{
-    layout_t l;
-    size_t nslot_total = ncta_slots + nos_slots;
-    size_t os = ALIGN_UP(nos_slots * slot_bytes, 128), cta = ALIGN_UP(ncta_slots * slot_bytes, 128);
-    size_t words = ALIGN_UP(nslot_total * 4, 128), acks = ALIGN_UP((size_t)nchan * 4, 128);
-    l.os_tx = 0;
-    l.os_rx = os;
-    size_t end = 2 * os;
-    if (split) {
-        l.cta_tx = 0;
-        l.cta_rx = cta;
-        l.dev_bytes = ALIGN_UP(2 * cta, 4096);
-    } else {
-        l.cta_tx = end;
-        l.cta_rx = end + cta;
-        end += 2 * cta;
-        l.dev_bytes = 0;
-    }
-    l.tx_ready = end;
-    l.tx_len = l.tx_ready + words;
-    l.rx_ready = l.tx_len + words;
-    l.rx_len = l.rx_ready + words;
-    l.tx_ack = l.rx_len + words;
-    l.rx_ack = l.tx_ack + acks;
-    l.bytes = ALIGN_UP(l.rx_ack + acks, 4096); /* slots page-aligned for registration */
-    return l;
-}
-
 static void free_pc(mpccl_proxy_comm_t *pc)
 {
     if (pc->mem && pc->leak == 0) pc->alloc.free(pc->alloc.ctx, pc->mem);
@@ -532,52 +480,6 @@ static void free_pc(mpccl_proxy_comm_t *pc)
     free(pc->chans);
     free(pc->peers);
     free(pc);
-}
-
-/* Views of peer k (pe), whose staging starts `off` bytes into the block (host
- * and device views) and its CTAs' slots `soff` bytes into the slot block (when
- * split), following layout l. */
-static void set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size_t off, char *host, char *dev,
-                      size_t soff, const layout_t *l, mpccl_dev_link_t *link, mpccl_dev_link_t *os_link)
-{
-    size_t per = pc->nslot_total;
-    char *h = host + off, *d = dev + off;
-    char *split = pc->slots ? (char *)pc->slots + soff : NULL; /* one view: the proxy never reads it */
-    char *cta_h = split ? split : h, *cta_d = split ? split : d;
-    pe->cta_tx = cta_h + l->cta_tx;
-    pe->cta_rx = cta_h + l->cta_rx;
-    pe->os_tx = h + l->os_tx;
-    pe->os_rx = h + l->os_rx;
-    pe->tx_ready = (volatile uint32_t *)(h + l->tx_ready);
-    pe->tx_len = (volatile uint32_t *)(h + l->tx_len);
-    pe->tx_ack = (volatile uint32_t *)(h + l->tx_ack);
-    pe->rx_ready = (volatile uint32_t *)(h + l->rx_ready);
-    pe->rx_len = (volatile uint32_t *)(h + l->rx_len);
-    pe->rx_ack = (volatile uint32_t *)(h + l->rx_ack);
-    pe->os_rx_dev = d + l->os_rx;
-    pe->rx_ack_dev = (volatile uint32_t *)(d + l->rx_ack);
-    pe->chan = pc->chans + (size_t)k * pc->nchan;
-    pe->tx_req = pc->reqs + (size_t)k * 2 * per;
-    pe->rx_req = pe->tx_req + per;
-    memset(link, 0, sizeof(*link));
-    link->kind = MPCCL_LINK_PROXY;
-    link->tx_slots = cta_d + l->cta_tx;
-    link->tx_ready = (volatile uint32_t *)(d + l->tx_ready);
-    link->tx_len = (volatile uint32_t *)(d + l->tx_len);
-    link->tx_ack = (volatile uint32_t *)(d + l->tx_ack);
-    link->rx_slots = cta_d + l->cta_rx;
-    link->rx_ready = (volatile uint32_t *)(d + l->rx_ready);
-    link->rx_len = (volatile uint32_t *)(d + l->rx_len);
-    link->rx_ack = (volatile uint32_t *)(d + l->rx_ack);
-    if (os_link) { /* channel nctas: the one-sided put kernel's side */
-        size_t c = pc->nctas - pe->first_chan, words = (size_t)pc->nctas * pc->nslots - pe->first_slot;
-        memset(os_link, 0, sizeof(*os_link));
-        os_link->kind = MPCCL_LINK_PROXY;
-        os_link->tx_slots = d + l->os_tx;
-        os_link->tx_ready = link->tx_ready + words;
-        os_link->tx_len = link->tx_len + words;
-        os_link->tx_ack = link->tx_ack + c;
-    }
 }
 
 mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
@@ -603,8 +505,8 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     size_t per = (size_t)nctas * nslots + os_nslots;
     /* A one-sided-only peer's staging holds the one-sided channel alone. */
     int split = alloc->alloc_slots != NULL;
-    layout_t l = make_layout(nchan, (size_t)nctas * nslots, os_nslots, slot_bytes, split);
-    layout_t l_os = make_layout(1, 0, os_nslots, slot_bytes, split);
+    layout_t l = mpccl_proxy_layout(nchan, (size_t)nctas * nslots, os_nslots, slot_bytes, split);
+    layout_t l_os = mpccl_proxy_layout(1, 0, os_nslots, slot_bytes, split);
     mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
     if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
     if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
@@ -632,8 +534,11 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                 pc->mem_bytes += os_only ? l_os.bytes : l.bytes;
                 pc->slots_bytes += os_only ? 0 : l.dev_bytes;
             }
+        pc->mem_bytes += 128; /* the done counter, on a line of its own */
         MPCCL_CHECK_GOTO(alloc->alloc(alloc->ctx, pc->mem_bytes, &pc->mem, &dev), st, fail);
         memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
+        pc->done = (volatile uint32_t *)((char *)pc->mem + pc->mem_bytes - 128);
+        pc->done_dev = (uint32_t *)((char *)dev + pc->mem_bytes - 128);
         if (pc->slots_bytes) MPCCL_CHECK_GOTO(alloc->alloc_slots(alloc->ctx, pc->slots_bytes, &pc->slots), st, fail);
         size_t off = 0, soff = 0;
         for (int i = 0, k = 0; i < nranks; i++)
@@ -645,7 +550,7 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                 pe->rank = i;
                 pe->first_chan = os_only ? nctas : 0;
                 pe->first_slot = os_only ? (size_t)nctas * nslots : 0;
-                set_views(pc, pe, k, off, pc->mem, dev, soff, os_only ? &l_os : &l, os_only ? &unused : &links[i],
+                mpccl_proxy_set_views(pc, pe, k, off, pc->mem, dev, soff, os_only ? &l_os : &l, os_only ? &unused : &links[i],
                           os ? &os_links[i] : NULL);
                 off += os_only ? l_os.bytes : l.bytes;
                 soff += os_only ? 0 : l.dev_bytes;
@@ -660,6 +565,7 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
         *out = pc;
         return MPCCL_OK;
     }
+    MPCCL_CHECK_GOTO(mpccl_proxy_wake_init(), st, fail);
     pthread_mutex_lock(&P.life);
     if (!P.running) {
         P.stop = 0;
@@ -674,8 +580,9 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     pthread_mutex_lock(&P.lock);
     pc->next = P.list;
     P.list = pc;
-    __atomic_add_fetch(&P.gen, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&P.gen, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&P.lock);
+    mpccl_proxy_wake();
     pthread_mutex_unlock(&P.life);
     *out = pc;
     return MPCCL_OK;
@@ -693,7 +600,8 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
     }
     /* Not under life: communicators detaching at once wait side by side. */
     pthread_mutex_lock(&P.lock);
-    __atomic_store_n(&pc->detach_req, force ? DETACH_FORCE : DETACH_FLUSH, __ATOMIC_RELEASE);
+    __atomic_store_n(&pc->detach_req, force ? DETACH_FORCE : DETACH_FLUSH, __ATOMIC_SEQ_CST);
+    mpccl_proxy_wake();
     while (!pc->detached) pthread_cond_wait(&P.cv, &P.lock);
     pthread_mutex_unlock(&P.lock);
     free_pc(pc);
@@ -703,14 +611,28 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
     int last = P.running && P.list == NULL;
     if (last) {
         P.stop = 1;
-        __atomic_add_fetch(&P.gen, 1, __ATOMIC_ACQ_REL);
+        __atomic_add_fetch(&P.gen, 1, __ATOMIC_SEQ_CST);
     }
     pthread_mutex_unlock(&P.lock);
+    if (last) mpccl_proxy_wake();
     if (last) {
         pthread_join(P.thread, NULL);
         P.running = 0;
     }
     pthread_mutex_unlock(&P.life);
+}
+
+void mpccl_proxy_post(mpccl_proxy_comm_t *pc, uint32_t ctas)
+{
+    if (pc == NULL || pc->npeers == 0) return;
+    __atomic_add_fetch(&pc->posted, ctas, __ATOMIC_SEQ_CST);
+    mpccl_proxy_wake();
+}
+
+uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, volatile uint32_t **host)
+{
+    if (host) *host = pc ? pc->done : NULL;
+    return pc ? pc->done_dev : NULL;
 }
 
 mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc)

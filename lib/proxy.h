@@ -117,6 +117,20 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
  * receive already matched) is left allocated rather than freed under it. */
 void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force);
 
+/* Work for the proxy thread, which sleeps while it has none.  Before the host
+ * enqueues a kernel that moves pieces through pc's channels (an engine launch
+ * on a communicator with remote peers, a put to one), or each time a CUDA
+ * graph holding one is replayed, it posts the kernel's CTA count; every such
+ * CTA adds 1 to the done counter (device pointer, pinned host memory) with a
+ * system-scope atomic once it raised its last tx_ready and rx_ack.  The
+ * proxy polls the kernels' flags only while posted exceeds done, or sends are
+ * in flight.  Arrivals nobody announced wake it through the transport's arm.
+ * Any thread; cheap (two atomics; a write to an eventfd when it sleeps). */
+void mpccl_proxy_post(mpccl_proxy_comm_t *pc, uint32_t ctas);
+/* The done counter's device view (NULL when pc has no remote peers); *host,
+ * when given, gets its host view. */
+uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, volatile uint32_t **host);
+
 /* MPCCL_OK, or the first failure of a send or receive of pc (after which the
  * proxy stopped serving pc: its kernel will not see further progress). */
 mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc);

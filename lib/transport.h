@@ -39,7 +39,15 @@ struct mpccl_transport_ops {
                           uint64_t remote_addr, void *rkey, mpccl_req_t *req);
     mpccl_status_t (*atomic_add)(mpccl_transport_t *t, int peer, uint64_t value,
                                  uint64_t remote_addr, void *rkey, mpccl_req_t *req);
+    /* Sleeping until traffic arrives (optional; NULL: the transport cannot tell).
+     * Asks to be told of the next arrival and returns a file descriptor that turns
+     * readable then; MPCCL_ARM_BUSY when something already waits to be progressed
+     * (progress, do not sleep); MPCCL_ARM_NONE when this transport cannot notify
+     * (the caller must poll).  Only the thread that drives the transport calls it. */
+    int (*arm)(mpccl_transport_t *t);
 };
+
+enum { MPCCL_ARM_BUSY = -1, MPCCL_ARM_NONE = -2 };
 
 struct mpccl_transport {
     const struct mpccl_transport_ops *ops;

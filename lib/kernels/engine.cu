@@ -309,6 +309,10 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
         uint32_t G = gridDim.x, last = (sh.epoch + 1u) * G;
         __threadfence();
         if (atomicAdd(plan->ctas_finished, 1u) + 1u == last) atomicAdd(plan->launches, 1u);
+        if (a.proxy_done) { /* the proxy may sleep once every CTA it served said so */
+            __threadfence_system();
+            atomicAdd_system(a.proxy_done, 1u);
+        }
     }
 }
 

@@ -54,6 +54,10 @@ __global__ void __launch_bounds__(REMOTE_PUT_THREADS) mpccl_os_remote_put_kernel
             a.link.tx_ready[slot] = p + 1;
         }
     }
+    if (threadIdx.x == 0 && a.proxy_done) {
+        __threadfence_system();
+        atomicAdd_system(a.proxy_done, 1u);
+    }
 }
 
 extern "C" mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t *a, cudaStream_t stream)

@@ -41,6 +41,7 @@ typedef struct mpccl_os_remote_put {
     uint64_t bytes;
     uint64_t offset;
     uint32_t win_id, sig;   /* as in the header; sig set on the last piece only */
+    uint32_t *proxy_done;   /* the kernel adds 1 here when its last piece is raised (proxy.h) */
 } mpccl_os_remote_put_t;
 
 /* Copies src into the channel's slots piece by piece (waiting for free slots)

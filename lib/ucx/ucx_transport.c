@@ -330,6 +330,18 @@ static void ucx_idle(mpccl_transport_t *t)
     ppoll(&pfd, 1, &ts, NULL);
 }
 
+/* The worker's event fd, armed (transport.h).  A failed peer's receives are
+ * cancelled by progress, so they count as work waiting. */
+static int ucx_arm(mpccl_transport_t *t)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    if (tp->efd < 0) return MPCCL_ARM_NONE;
+    if (tp->failures_pending) return MPCCL_ARM_BUSY;
+    ucs_status_t st = ucp_worker_arm(tp->worker);
+    if (st == UCS_OK) return tp->efd;
+    return st == UCS_ERR_BUSY ? MPCCL_ARM_BUSY : MPCCL_ARM_NONE;
+}
+
 /* A receive UCX cancels at once; a send UCX cannot cancel, so the caller is
  * detached from it (its request ends now) and UCX finishes or drops it by
  * close.  Until then UCX may still read the send buffer. */
@@ -571,6 +583,7 @@ static const struct mpccl_transport_ops ucx_ops = {
     .close = ucx_close,
     .put = ucx_put,
     .atomic_add = ucx_atomic_add,
+    .arm = ucx_arm,
 };
 
 mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out)

@@ -25,7 +25,7 @@ typedef struct cpu_heap {
     int binds, flushes; /* calls of bind and flush (proxy thread) */
 } cpu_heap_t;
 
-static mpccl_status_t cpu_alloc(void *ctx, size_t bytes, void **host, void **dev)
+static inline mpccl_status_t cpu_alloc(void *ctx, size_t bytes, void **host, void **dev)
 {
     cpu_heap_t *h = ctx;
     void *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
@@ -45,7 +45,7 @@ static mpccl_status_t cpu_alloc(void *ctx, size_t bytes, void **host, void **dev
     return MPCCL_OK;
 }
 
-static void cpu_free(void *ctx, void *host)
+static inline void cpu_free(void *ctx, void *host)
 {
     cpu_heap_t *h = ctx;
     pthread_mutex_lock(&h->mu);
@@ -62,7 +62,7 @@ static void cpu_free(void *ctx, void *host)
 }
 
 /* The GPU-direct callbacks, with host memory standing in for the device's. */
-static mpccl_status_t cpu_alloc_slots(void *ctx, size_t bytes, void **dev)
+static inline mpccl_status_t cpu_alloc_slots(void *ctx, size_t bytes, void **dev)
 {
     cpu_heap_t *h = ctx;
     void *host = NULL;
@@ -72,17 +72,17 @@ static mpccl_status_t cpu_alloc_slots(void *ctx, size_t bytes, void **dev)
     return MPCCL_OK;
 }
 
-static void cpu_free_slots(void *ctx, void *dev)
+static inline void cpu_free_slots(void *ctx, void *dev)
 {
     cpu_heap_t *h = ctx;
     ck_assert_ptr_eq(dev, h->slot_block);
     cpu_free(ctx, dev);
 }
 
-static void cpu_bind(void *ctx) { __atomic_add_fetch(&((cpu_heap_t *)ctx)->binds, 1, __ATOMIC_RELAXED); }
-static void cpu_flush(void *ctx) { __atomic_add_fetch(&((cpu_heap_t *)ctx)->flushes, 1, __ATOMIC_RELAXED); }
+static inline void cpu_bind(void *ctx) { __atomic_add_fetch(&((cpu_heap_t *)ctx)->binds, 1, __ATOMIC_RELAXED); }
+static inline void cpu_flush(void *ctx) { __atomic_add_fetch(&((cpu_heap_t *)ctx)->flushes, 1, __ATOMIC_RELAXED); }
 
-static mpccl_proxy_alloc_t cpu_allocator(cpu_heap_t *h, int split)
+static inline mpccl_proxy_alloc_t cpu_allocator(cpu_heap_t *h, int split)
 {
     mpccl_proxy_alloc_t a = {.alloc = cpu_alloc, .free = cpu_free, .ctx = h};
     if (split) {
@@ -95,7 +95,7 @@ static mpccl_proxy_alloc_t cpu_allocator(cpu_heap_t *h, int split)
 }
 
 /* Whether [p, p+n) lies inside one block of h. */
-static int in_heap(cpu_heap_t *h, const void *p, size_t n)
+static inline int in_heap(cpu_heap_t *h, const void *p, size_t n)
 {
     const char *c = p;
     for (int i = 0; i < 16; i++) {

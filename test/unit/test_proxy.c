@@ -1,111 +1,11 @@
-/* The GPU proxy on the CPU: ranks are threads of this process with real UCX
- * transports, staging is malloc'd (host pointer = device pointer), and a
- * "kernel" thread per rank plays the device engine's side of the PROXY link
- * protocol exactly as lib/kernels/devplan.h describes it.  Payloads are seeded
- * random (MPCCL_TEST_SEED overrides; the seed is printed). */
+/* The GPU proxy on the CPU (the world: proxy_test_world.h): traffic, errors,
+ * detach, the one-sided channel, argument checks.  Idle costs and wake-ups:
+ * test_proxy_idle.c.  Payloads are seeded random (MPCCL_TEST_SEED overrides;
+ * the seed is printed). */
 #define _GNU_SOURCE
-#include <check.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
-#include "proxy.h"
-#include "proxy_test_heap.h"
-#include "status.h"
-#include "transport.h"
-
-#define MAXR 4
-
-static uint64_t seed;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    return x ^ (x >> 33);
-}
-
-/* ---- ranks as threads: the in-process bootstrap, one UCX transport each ---- */
-
-typedef struct world {
-    int n;
-    mpccl_inproc_group_t *grp;
-    uint8_t remote[MAXR][MAXR]; /* remote[i][j]: rank j is on another node for rank i */
-    uint32_t nctas, nslots, slot_bytes[MAXR];
-    int msgs;                   /* messages per (pair, CTA) */
-    int split;                  /* the CTAs' slots from alloc_slots (GPU-direct layout) */
-    size_t max_len;
-    cpu_heap_t heap[MAXR];
-    void (*body)(struct world *w, int rank, mpccl_transport_t *t, mpccl_bootstrap_t *bs);
-    double result[MAXR];
-} world_t;
-
-typedef struct rank_arg {
-    world_t *w;
-    int rank;
-} rank_arg_t;
-
-static void *rank_main(void *p)
-{
-    rank_arg_t *a = p;
-    world_t *w = a->w;
-    mpccl_bootstrap_t bs;
-    ck_assert_int_eq(mpccl_inproc_bootstrap_create(w->grp, a->rank, &bs), MPCCL_OK);
-    mpccl_transport_t *t = NULL;
-    ck_assert_msg(mpccl_ucx_transport_create(&bs, &t) == MPCCL_OK, "rank %d: transport: %s", a->rank,
-                  mpccl_last_error());
-    w->body(w, a->rank, t, &bs);
-    mpccl_bootstrap_close(&bs);
-    return NULL;
-}
-
-static void run_world(world_t *w)
-{
-    pthread_t th[MAXR];
-    rank_arg_t a[MAXR];
-    ck_assert_int_eq(mpccl_inproc_group_create(w->n, &w->grp), MPCCL_OK);
-    for (int r = 0; r < w->n; r++) {
-        pthread_mutex_init(&w->heap[r].mu, NULL);
-        a[r] = (rank_arg_t){w, r};
-        ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &a[r]), 0);
-    }
-    for (int r = 0; r < w->n; r++) pthread_join(th[r], NULL);
-    mpccl_inproc_group_release(w->grp);
-}
-
-static void all_remote(world_t *w)
-{
-    for (int i = 0; i < w->n; i++)
-        for (int j = 0; j < w->n; j++) w->remote[i][j] = i != j;
-}
-
-static mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t *t, mpccl_dev_link_t *links)
-{
-    mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[rank], w->split);
-    mpccl_proxy_comm_t *pc = NULL;
-    for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
-    mpccl_status_t st = mpccl_proxy_attach(t, rank, w->n, w->remote[rank], w->nctas, w->nslots,
-                                           w->slot_bytes[rank], &al, links, NULL, NULL, &pc);
-    ck_assert_msg(st == MPCCL_OK, "rank %d: attach: %s", rank, mpccl_last_error());
-    ck_assert_ptr_nonnull(pc);
-    return pc;
-}
+#include "proxy_test_world.h"
 
 /* Whether [p, p+n) lies inside h's slot block. */
 static int in_slot_block(cpu_heap_t *h, const void *p, size_t n)
@@ -150,114 +50,6 @@ static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
         for (int j = 0; j < i; j++)
             if (w->remote[rank][j] == MPCCL_PROXY_REMOTE) ck_assert_ptr_ne(links[j].tx_slots, l->tx_slots);
     }
-}
-
-/* Every rank detaches (force as given), then closes its transport once all
- * have detached. */
-static void detach_together(mpccl_proxy_comm_t *pc, mpccl_transport_t *t, mpccl_bootstrap_t *bs, int force)
-{
-    mpccl_bootstrap_barrier(bs);
-    mpccl_proxy_detach(pc, force);
-    mpccl_bootstrap_barrier(bs);
-    t->ops->close(t, force);
-}
-
-/* ---- the kernel side of the protocol ---- */
-
-static size_t msg_len(const world_t *w, int src, int dst, uint32_t g, int m)
-{
-    uint64_t h = mix(seed ^ mix(((uint64_t)src << 48) ^ ((uint64_t)dst << 40) ^ ((uint64_t)g << 32) ^ (uint64_t)m));
-    return 1 + h % w->max_len;
-}
-
-static unsigned char msg_byte(int src, int dst, uint32_t g, int m, size_t off)
-{
-    uint64_t base = mix(seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(((src * MAXR + dst) * 256 + (int)g) * 100000 + m));
-    return (unsigned char)(mix(base + off / 8) >> (8 * (off % 8)));
-}
-
-typedef struct kchan {
-    int msg;        /* current message */
-    size_t off;     /* bytes of it already moved */
-    uint32_t seq;   /* pieces moved on this channel, ever */
-} kchan_t;
-
-/* One piece from a sender CTA if its slot is free (ack >= p - K + 1). */
-static int kernel_send(world_t *w, int me, int peer, uint32_t g, const mpccl_dev_link_t *l, kchan_t *c)
-{
-    uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
-    if (c->msg >= w->msgs) return 0;
-    if ((int32_t)(l->tx_ack[g] - (p - K + 1)) < 0) return 0;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    size_t len = msg_len(w, me, peer, g, c->msg), n = len - c->off < S ? len - c->off : S;
-    size_t i = (size_t)g * K + p % K;
-    char *slot = l->tx_slots + i * S;
-    for (size_t k = 0; k < n; k++) slot[k] = (char)msg_byte(me, peer, g, c->msg, c->off + k);
-    l->tx_len[i] = (uint32_t)n;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* __threadfence_system */
-    l->tx_ready[i] = p + 1;
-    c->seq++;
-    c->off += n;
-    if (c->off == len) c->msg++, c->off = 0;
-    return 1;
-}
-
-/* One piece into a receiver CTA if it is there (ready == p + 1). */
-static int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mpccl_dev_link_t *l, kchan_t *c)
-{
-    uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
-    size_t i = (size_t)g * K + p % K;
-    if (c->msg >= w->msgs || l->rx_ready[i] != p + 1) return 0;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    size_t len = msg_len(w, peer, me, g, c->msg), n = len - c->off < S ? len - c->off : S;
-    /* Check's asserts log each call: test in C, assert only on a mismatch. */
-    if (l->rx_len[i] != n)
-        ck_abort_msg("rank %d from %d CTA %u piece %u: rx_len %u, expected %zu", me, peer, g, p, l->rx_len[i], n);
-    const unsigned char *slot = (const unsigned char *)l->rx_slots + i * S;
-    for (size_t k = 0; k < n; k++)
-        if (slot[k] != msg_byte(peer, me, g, c->msg, c->off + k))
-            ck_abort_msg("rank %d from %d CTA %u message %d: byte %zu differs", me, peer, g, c->msg, c->off + k);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    l->rx_ack[g] = p + 1;
-    c->seq++;
-    c->off += n;
-    if (c->off == len) c->msg++, c->off = 0;
-    return 1;
-}
-
-/* Runs every channel of this rank (both directions, every CTA) until all
- * messages went out and came in, the way one engine CTA interleaves its steps. */
-static void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpccl_proxy_comm_t *pc, double limit)
-{
-    kchan_t tx[MAXR][8], rx[MAXR][8];
-    memset(tx, 0, sizeof(tx));
-    memset(rx, 0, sizeof(rx));
-    double end = now_s() + limit;
-    for (;;) {
-        int act = 0, left = 0;
-        for (int peer = 0; peer < w->n; peer++) {
-            if (w->remote[me][peer] != MPCCL_PROXY_REMOTE) continue; /* no CTA channels otherwise */
-            for (uint32_t g = 0; g < w->nctas; g++) {
-                act += kernel_send(w, me, peer, g, &links[peer], &tx[peer][g]);
-                act += kernel_recv(w, me, peer, g, &links[peer], &rx[peer][g]);
-                left += (tx[peer][g].msg < w->msgs) + (rx[peer][g].msg < w->msgs);
-            }
-        }
-        if (!left) break;
-        if (act) continue;
-        if (mpccl_proxy_error(pc) != MPCCL_OK) ck_abort_msg("rank %d: proxy error: %s", me, mpccl_last_error());
-        if (now_s() > end) ck_abort_msg("rank %d: %d channels unfinished after %.0f s", me, left, limit);
-        sched_yield();
-    }
-    /* Every tx piece acknowledged. */
-    for (int peer = 0; peer < w->n; peer++)
-        for (uint32_t g = 0; w->remote[me][peer] == MPCCL_PROXY_REMOTE && g < w->nctas; g++)
-            while (links[peer].tx_ack[g] != tx[peer][g].seq) {
-                if (now_s() > end)
-                    ck_abort_msg("rank %d: acks to %d CTA %u stuck at %u of %u", me, peer, g,
-                                 links[peer].tx_ack[g], tx[peer][g].seq);
-                sched_yield();
-            }
 }
 
 /* ---- traffic ---- */
@@ -325,10 +117,12 @@ static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
     mpccl_proxy_comm_t *pc = attach(w, me, t, links);
     if (me == 0) { /* piece 0 of CTA 0: 512 bytes towards a peer whose slots hold 256 */
         const mpccl_dev_link_t *l = &links[1];
+        kernel_post(pc);
         for (int k = 0; k < 512; k++) l->tx_slots[k] = (char)msg_byte(0, 1, 0, 0, (size_t)k);
         l->tx_len[0] = 512;
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         l->tx_ready[0] = 1;
+        kernel_done(pc);
     }
     if (me == 1) {
         double end = now_s() + 20;
@@ -378,6 +172,7 @@ static void force_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
     kchan_t tx[MAXR][8];
     memset(tx, 0, sizeof(tx));
     double end = now_s() + 0.5;
+    kernel_post(pc); /* never done: detach does not wait for posted work */
     while (now_s() < end)
         for (int peer = 0; peer < w->n; peer++)
             for (uint32_t g = 0; w->remote[me][peer] && g < w->nctas; g++)
@@ -409,47 +204,6 @@ START_TEST(test_force)
     all_remote(w);
     w->body = force_body;
     run_world(w);
-    free(w);
-}
-END_TEST
-
-/* ---- an idle proxy costs (almost) no CPU ---- */
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
-static void idle_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
-{
-    mpccl_dev_link_t links[MAXR];
-    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
-    mpccl_bootstrap_barrier(bs);
-    if (me == 0) { /* the others wait in the barrier (futex: no CPU) */
-        usleep(200000); /* past the spin and yield phases */
-        double c0 = cpu_s(), t0 = now_s();
-        usleep(1000000);
-        double c1 = cpu_s(), t1 = now_s();
-        w->result[0] = (c1 - c0) / (t1 - t0);
-    }
-    detach_together(pc, t, bs, 0);
-}
-
-START_TEST(test_idle_cpu)
-{
-    world_t *w = calloc(1, sizeof(*w));
-    w->n = 3;
-    w->nctas = 4;
-    w->nslots = 4;
-    w->slot_bytes[0] = w->slot_bytes[1] = w->slot_bytes[2] = 256;
-    all_remote(w);
-    w->body = idle_body;
-    run_world(w);
-    printf("test_idle_cpu: 3 attached communicators, idle proxy thread: %.1f%% of a core\n", 100 * w->result[0]);
-    ck_assert_msg(w->result[0] < 0.15, "idle proxy used %.1f%% of a core", 100 * w->result[0]);
     free(w);
 }
 END_TEST
@@ -504,9 +258,10 @@ static int test_deliver(void *ctx, int src, uint32_t piece, const void *host, co
 #define OS_SLOTS 8u
 
 /* The put kernel's side: piece p into slot p % K once tx_ack >= p - K + 1. */
-static void os_send_all(world_t *w, int me, const mpccl_dev_link_t *os_links, double end)
+static void os_send_all(world_t *w, int me, mpccl_proxy_comm_t *pc, const mpccl_dev_link_t *os_links, double end)
 {
     uint32_t K = OS_SLOTS, S = w->slot_bytes[me];
+    kernel_post(pc);
     for (int peer = 0; peer < w->n; peer++) {
         if (!w->remote[me][peer]) continue;
         const mpccl_dev_link_t *l = &os_links[peer];
@@ -525,6 +280,7 @@ static void os_send_all(world_t *w, int me, const mpccl_dev_link_t *os_links, do
             l->tx_ready[p % K] = p + 1;
         }
     }
+    kernel_done(pc);
 }
 
 /* Attaches rank me with the one-sided channel (OS_SLOTS slots) delivering
@@ -577,7 +333,7 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
         }
     mpccl_bootstrap_barrier(bs);
     double end = now_s() + 60;
-    os_send_all(w, me, os_links, end); /* one-sided pieces first, the CTAs' traffic beside them */
+    os_send_all(w, me, pc, os_links, end); /* one-sided pieces first, the CTAs' traffic beside them */
     kernel(w, me, links, pc, 60);
     for (int src = 0; src < w->n; src++)
         while (w->remote[me][src] && __atomic_load_n(&rx->next[src], __ATOMIC_ACQUIRE) != (uint32_t)w->msgs) {
@@ -611,7 +367,7 @@ static void os_fail_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstr
     os_rx_t *rx = &os_rx[me];
     mpccl_bootstrap_barrier(bs);
     double end = now_s() + 30;
-    if (me == 0) os_send_all(w, me, os_links, end); /* msgs <= OS_SLOTS: no wait for acks */
+    if (me == 0) os_send_all(w, me, pc, os_links, end); /* msgs <= OS_SLOTS: no wait for acks */
     if (me == 1) {
         while (mpccl_proxy_error(pc) == MPCCL_OK) {
             if (now_s() > end) ck_abort_msg("rank 1: the failed delivery was not reported");
@@ -717,7 +473,7 @@ int main(void)
     /* One case per behaviour, so CK_RUN_CASE picks one. */
     struct { const char *name; const TTest *t; int loops; } cases[] = {
         {"args", test_args, 0}, {"traffic", test_traffic, 8}, {"error", test_error, 0},
-        {"force", test_force, 4}, {"idle", test_idle_cpu, 0}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0}};
+        {"force", test_force, 4}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_set_timeout(tc, 120);

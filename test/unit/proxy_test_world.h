@@ -1,0 +1,237 @@
+/* The proxy's CPU tests share this world: ranks are threads of one process
+ * with real UCX transports, staging is malloc'd (host pointer = device
+ * pointer), and a "kernel" per rank plays the device engine's side of the
+ * PROXY link protocol exactly as lib/kernels/devplan.h describes it, posting
+ * its work to the proxy and counting itself done as the engine's CTAs do.
+ * Payloads are seeded random (the includer sets seed). */
+#ifndef MPCCL_PROXY_TEST_WORLD_H
+#define MPCCL_PROXY_TEST_WORLD_H
+
+#include <check.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bootstrap.h"
+#include "proxy.h"
+#include "proxy_test_heap.h"
+#include "status.h"
+#include "transport.h"
+
+#define MAXR 8
+
+static uint64_t seed;
+
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
+/* ---- ranks as threads: the in-process bootstrap, one UCX transport each ---- */
+
+typedef struct world {
+    int n;
+    mpccl_inproc_group_t *grp;
+    uint8_t remote[MAXR][MAXR]; /* remote[i][j]: rank j is on another node for rank i */
+    uint32_t nctas, nslots, slot_bytes[MAXR];
+    int msgs;                   /* messages per (pair, CTA) */
+    int split;                  /* the CTAs' slots from alloc_slots (GPU-direct layout) */
+    size_t max_len;
+    cpu_heap_t heap[MAXR];
+    void (*body)(struct world *w, int rank, mpccl_transport_t *t, mpccl_bootstrap_t *bs);
+    double result[MAXR];
+} world_t;
+
+typedef struct rank_arg {
+    world_t *w;
+    int rank;
+} rank_arg_t;
+
+static inline void *rank_main(void *p)
+{
+    rank_arg_t *a = p;
+    world_t *w = a->w;
+    mpccl_bootstrap_t bs;
+    ck_assert_int_eq(mpccl_inproc_bootstrap_create(w->grp, a->rank, &bs), MPCCL_OK);
+    mpccl_transport_t *t = NULL;
+    ck_assert_msg(mpccl_ucx_transport_create(&bs, &t) == MPCCL_OK, "rank %d: transport: %s", a->rank,
+                  mpccl_last_error());
+    w->body(w, a->rank, t, &bs);
+    mpccl_bootstrap_close(&bs);
+    return NULL;
+}
+
+static inline void run_world(world_t *w)
+{
+    pthread_t th[MAXR];
+    rank_arg_t a[MAXR];
+    ck_assert_int_eq(mpccl_inproc_group_create(w->n, &w->grp), MPCCL_OK);
+    for (int r = 0; r < w->n; r++) {
+        pthread_mutex_init(&w->heap[r].mu, NULL);
+        a[r] = (rank_arg_t){w, r};
+        ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &a[r]), 0);
+    }
+    for (int r = 0; r < w->n; r++) pthread_join(th[r], NULL);
+    mpccl_inproc_group_release(w->grp);
+}
+
+static inline void all_remote(world_t *w)
+{
+    for (int i = 0; i < w->n; i++)
+        for (int j = 0; j < w->n; j++) w->remote[i][j] = i != j;
+}
+
+static inline mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t *t, mpccl_dev_link_t *links)
+{
+    mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[rank], w->split);
+    mpccl_proxy_comm_t *pc = NULL;
+    for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
+    mpccl_status_t st = mpccl_proxy_attach(t, rank, w->n, w->remote[rank], w->nctas, w->nslots,
+                                           w->slot_bytes[rank], &al, links, NULL, NULL, &pc);
+    ck_assert_msg(st == MPCCL_OK, "rank %d: attach: %s", rank, mpccl_last_error());
+    ck_assert_ptr_nonnull(pc);
+    return pc;
+}
+
+/* Every rank detaches (force as given), then closes its transport once all
+ * have detached. */
+static inline void detach_together(mpccl_proxy_comm_t *pc, mpccl_transport_t *t, mpccl_bootstrap_t *bs, int force)
+{
+    mpccl_bootstrap_barrier(bs);
+    mpccl_proxy_detach(pc, force);
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, force);
+}
+
+/* ---- the kernel side of the protocol ---- */
+
+static inline size_t msg_len(const world_t *w, int src, int dst, uint32_t g, int m)
+{
+    uint64_t h = mix(seed ^ mix(((uint64_t)src << 48) ^ ((uint64_t)dst << 40) ^ ((uint64_t)g << 32) ^ (uint64_t)m));
+    return 1 + h % w->max_len;
+}
+
+static inline unsigned char msg_byte(int src, int dst, uint32_t g, int m, size_t off)
+{
+    uint64_t base = mix(seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(((src * MAXR + dst) * 256 + (int)g) * 100000 + m));
+    return (unsigned char)(mix(base + off / 8) >> (8 * (off % 8)));
+}
+
+typedef struct kchan {
+    int msg;        /* current message */
+    size_t off;     /* bytes of it already moved */
+    uint32_t seq;   /* pieces moved on this channel, ever */
+} kchan_t;
+
+/* One piece from a sender CTA if its slot is free (ack >= p - K + 1). */
+static inline int kernel_send(world_t *w, int me, int peer, uint32_t g, const mpccl_dev_link_t *l, kchan_t *c)
+{
+    uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
+    if (c->msg >= w->msgs) return 0;
+    if ((int32_t)(l->tx_ack[g] - (p - K + 1)) < 0) return 0;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    size_t len = msg_len(w, me, peer, g, c->msg), n = len - c->off < S ? len - c->off : S;
+    size_t i = (size_t)g * K + p % K;
+    char *slot = l->tx_slots + i * S;
+    for (size_t k = 0; k < n; k++) slot[k] = (char)msg_byte(me, peer, g, c->msg, c->off + k);
+    l->tx_len[i] = (uint32_t)n;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* __threadfence_system */
+    l->tx_ready[i] = p + 1;
+    c->seq++;
+    c->off += n;
+    if (c->off == len) c->msg++, c->off = 0;
+    return 1;
+}
+
+/* One piece into a receiver CTA if it is there (ready == p + 1). */
+static inline int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mpccl_dev_link_t *l, kchan_t *c)
+{
+    uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
+    size_t i = (size_t)g * K + p % K;
+    if (c->msg >= w->msgs || l->rx_ready[i] != p + 1) return 0;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    size_t len = msg_len(w, peer, me, g, c->msg), n = len - c->off < S ? len - c->off : S;
+    /* Check's asserts log each call: test in C, assert only on a mismatch. */
+    if (l->rx_len[i] != n)
+        ck_abort_msg("rank %d from %d CTA %u piece %u: rx_len %u, expected %zu", me, peer, g, p, l->rx_len[i], n);
+    const unsigned char *slot = (const unsigned char *)l->rx_slots + i * S;
+    for (size_t k = 0; k < n; k++)
+        if (slot[k] != msg_byte(peer, me, g, c->msg, c->off + k))
+            ck_abort_msg("rank %d from %d CTA %u message %d: byte %zu differs", me, peer, g, c->msg, c->off + k);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    l->rx_ack[g] = p + 1;
+    c->seq++;
+    c->off += n;
+    if (c->off == len) c->msg++, c->off = 0;
+    return 1;
+}
+
+/* What an engine launch does around its work: posts its CTAs (one here)
+ * before it starts, and each CTA adds 1 to the done counter after its last
+ * tx_ready / rx_ack (it does not wait for the last sends to complete). */
+static inline void kernel_post(mpccl_proxy_comm_t *pc)
+{
+    mpccl_proxy_post(pc, 1);
+}
+
+static inline void kernel_done(mpccl_proxy_comm_t *pc)
+{
+    volatile uint32_t *done = NULL;
+    mpccl_proxy_done_counter(pc, &done);
+    ck_assert_ptr_nonnull((const void *)done);
+    __atomic_add_fetch((uint32_t *)done, 1u, __ATOMIC_SEQ_CST);
+}
+
+/* Runs every channel of this rank (both directions, every CTA) until all
+ * messages went out and came in, the way one engine CTA interleaves its steps. */
+static inline void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpccl_proxy_comm_t *pc, double limit)
+{
+    kchan_t tx[MAXR][8], rx[MAXR][8];
+    memset(tx, 0, sizeof(tx));
+    memset(rx, 0, sizeof(rx));
+    double end = now_s() + limit;
+    kernel_post(pc);
+    for (;;) {
+        int act = 0, left = 0;
+        for (int peer = 0; peer < w->n; peer++) {
+            if (w->remote[me][peer] != MPCCL_PROXY_REMOTE) continue; /* no CTA channels otherwise */
+            for (uint32_t g = 0; g < w->nctas; g++) {
+                act += kernel_send(w, me, peer, g, &links[peer], &tx[peer][g]);
+                act += kernel_recv(w, me, peer, g, &links[peer], &rx[peer][g]);
+                left += (tx[peer][g].msg < w->msgs) + (rx[peer][g].msg < w->msgs);
+            }
+        }
+        if (!left) break;
+        if (act) continue;
+        if (mpccl_proxy_error(pc) != MPCCL_OK) ck_abort_msg("rank %d: proxy error: %s", me, mpccl_last_error());
+        if (now_s() > end) ck_abort_msg("rank %d: %d channels unfinished after %.0f s", me, left, limit);
+        sched_yield();
+    }
+    kernel_done(pc);
+    /* Every tx piece acknowledged: the proxy finishes the sends on its own. */
+    for (int peer = 0; peer < w->n; peer++)
+        for (uint32_t g = 0; w->remote[me][peer] == MPCCL_PROXY_REMOTE && g < w->nctas; g++)
+            while (links[peer].tx_ack[g] != tx[peer][g].seq) {
+                if (now_s() > end)
+                    ck_abort_msg("rank %d: acks to %d CTA %u stuck at %u of %u", me, peer, g,
+                                 links[peer].tx_ack[g], tx[peer][g].seq);
+                sched_yield();
+            }
+}
+
+#endif

@@ -1,0 +1,228 @@
+/* An idle proxy costs no CPU (the world: proxy_test_world.h).  With 1, 3 and
+ * 8 attached communicators, and after a burst of traffic, the whole process
+ * uses < 2% of a core over one second while nothing is in flight; pieces
+ * nobody announced (a peer's one-sided traffic) still wake the sleeping
+ * proxy.  The bound holds on a loaded machine: other processes' load does
+ * not add to this process's CPU time, and a sleeping proxy uses none. */
+#define _GNU_SOURCE
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "proxy_test_world.h"
+#include "proxy_wake.h"
+
+#define IDLE_BOUND 0.02 /* of a core */
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+/* Waits (bounded) until the proxy announced its sleep. */
+static void wait_asleep(const char *what)
+{
+    double end = now_s() + 10;
+    while (!mpccl_proxy_asleep()) {
+        ck_assert_msg(now_s() < end, "%s: the proxy never went to sleep", what);
+        usleep(1000);
+    }
+}
+
+/* The process's CPU over one second of this thread sleeping, in cores; the
+ * other ranks wait in a barrier (a futex: no CPU).  The proxy may wake for a
+ * transport's own event (UCX finishing a connection's wire-up, say), but
+ * never periodically: polling every 100 us would be 10000 wake-ups. */
+static double idle_cpu(const char *what)
+{
+    wait_asleep(what);
+    uint64_t s0 = mpccl_proxy_sleeps();
+    double c0 = cpu_s(), t0 = now_s();
+    usleep(1000000);
+    double c1 = cpu_s(), t1 = now_s();
+    uint64_t wakes = mpccl_proxy_sleeps() - s0;
+    printf("%s: %llu wake-ups in %.2f s\n", what, (unsigned long long)wakes, t1 - t0);
+    ck_assert_msg(wakes <= 20, "%s: the proxy woke %llu times in %.2f s with nothing to do", what,
+                  (unsigned long long)wakes, t1 - t0);
+    return (c1 - c0) / (t1 - t0);
+}
+
+/* Ranks below w->msgs (the attached count here) serve every other rank as
+ * remote; the rest attach nothing. */
+static void idle_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+    mpccl_bootstrap_barrier(bs);
+    if (me == 0) w->result[0] = idle_cpu("idle");
+    detach_together(pc, t, bs, 0);
+}
+
+static world_t *idle_world(int n, int attached)
+{
+    world_t *w = calloc(1, sizeof(*w));
+    w->n = n;
+    w->nctas = 4;
+    w->nslots = 4;
+    w->msgs = attached;
+    for (int i = 0; i < n; i++) {
+        w->slot_bytes[i] = 256;
+        for (int j = 0; j < n; j++) w->remote[i][j] = i != j && i < attached;
+    }
+    return w;
+}
+
+START_TEST(test_idle_cpu)
+{
+    static const int attached[] = {1, 3, 8};
+    int a = attached[_i];
+    world_t *w = idle_world(a < 2 ? 2 : a, a);
+    w->body = idle_body;
+    run_world(w);
+    printf("test_idle_cpu: %d attached communicator%s, idle process: %.2f%% of a core\n", a, a > 1 ? "s" : "",
+           100 * w->result[0]);
+    ck_assert_msg(w->result[0] < IDLE_BOUND, "idle process with %d communicators used %.2f%% of a core", a,
+                  100 * w->result[0]);
+    free(w);
+}
+END_TEST
+
+/* A burst of traffic on every channel, then nothing: the proxy goes back to sleep. */
+static void burst_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+    mpccl_bootstrap_barrier(bs);
+    kernel(w, me, links, pc, 60);
+    ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_OK);
+    mpccl_bootstrap_barrier(bs);
+    if (me == 0) w->result[0] = idle_cpu("after a burst");
+    detach_together(pc, t, bs, 0);
+}
+
+START_TEST(test_idle_after_burst)
+{
+    world_t *w = idle_world(3, 3);
+    w->msgs = 300;
+    w->max_len = 4 * 256 + 76; /* up to 5 pieces per message */
+    w->body = burst_body;
+    run_world(w);
+    printf("test_idle_after_burst: idle process after 300 messages per channel: %.2f%% of a core\n",
+           100 * w->result[0]);
+    ck_assert_msg(w->result[0] < IDLE_BOUND, "idle process after a burst used %.2f%% of a core", 100 * w->result[0]);
+    free(w);
+}
+END_TEST
+
+/* ---- unannounced arrivals wake the proxy ---- */
+
+#define WAKE_PIECES 40u
+#define WAKE_LEN 100u
+
+static uint32_t wake_next;  /* pieces delivered to rank 1 */
+static char wake_bad[160];
+
+static int wake_deliver(void *ctx, int src, uint32_t piece, const void *host, const void *dev, uint32_t len,
+                        volatile uint32_t *ack)
+{
+    (void)ctx, (void)dev;
+    const unsigned char *b = host;
+    if (piece != wake_next || len != WAKE_LEN) {
+        snprintf(wake_bad, sizeof(wake_bad), "piece %u (%u bytes) from %d, expected piece %u", piece, len, src,
+                 wake_next);
+        return -1;
+    }
+    for (uint32_t k = 0; k < len; k++)
+        if (b[k] != msg_byte(src, 1, 200, (int)piece, k)) {
+            snprintf(wake_bad, sizeof(wake_bad), "piece %u: byte %u differs", piece, k);
+            return -1;
+        }
+    *ack = piece + 1;
+    __atomic_store_n(&wake_next, piece + 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* Rank 1's proxy serves a one-sided channel from rank 0 and sleeps; rank 0
+ * (no proxy) sends it pieces straight through its transport, a moment later,
+ * one by one.  Only the transport's event can wake rank 1's proxy. */
+static void wake_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR], os_links[MAXR];
+    mpccl_proxy_comm_t *pc = NULL;
+    if (me == 1) {
+        mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[me], 0);
+        mpccl_proxy_os_t os = {wake_deliver, NULL, 8};
+        ck_assert_int_eq(mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
+                                            links, &os, os_links, &pc), MPCCL_OK);
+    }
+    mpccl_bootstrap_barrier(bs);
+    if (me == 0) {
+        unsigned char buf[WAKE_LEN];
+        for (uint32_t p = 0; p < WAKE_PIECES; p++) {
+            wait_asleep("before an unannounced piece");
+            for (uint32_t k = 0; k < WAKE_LEN; k++) buf[k] = msg_byte(0, 1, 200, (int)p, k);
+            mpccl_req_t req = {0};
+            ck_assert_int_eq(t->ops->isend(t, 1, mpccl_proxy_tag(0, MPCCL_PROXY_OS_G, p), buf, WAKE_LEN, &req),
+                             MPCCL_OK);
+            double end = now_s() + 10;
+            while (!req.done) {
+                ck_assert_msg(now_s() < end, "piece %u: the send never completed", p);
+                if (t->ops->progress(t) == 0) sched_yield();
+            }
+            ck_assert_int_eq(req.status, MPCCL_OK);
+            end = now_s() + 10;
+            while (__atomic_load_n(&wake_next, __ATOMIC_ACQUIRE) <= p) {
+                ck_assert_msg(!wake_bad[0], "%s", wake_bad);
+                ck_assert_msg(now_s() < end, "piece %u was never delivered: the sleeping proxy did not wake", p);
+                t->ops->progress(t);
+                usleep(100);
+            }
+        }
+    }
+    mpccl_bootstrap_barrier(bs);
+    if (me == 1) {
+        ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_OK);
+        mpccl_proxy_detach(pc, 0);
+    }
+    mpccl_bootstrap_barrier(bs);
+    t->ops->close(t, 0);
+}
+
+START_TEST(test_wake_unannounced)
+{
+    world_t *w = idle_world(2, 0);
+    w->remote[1][0] = MPCCL_PROXY_REMOTE;
+    w->body = wake_body;
+    uint64_t slept = mpccl_proxy_sleeps();
+    run_world(w);
+    printf("test_wake_unannounced: %u pieces delivered, the proxy slept %llu times\n", wake_next,
+           (unsigned long long)(mpccl_proxy_sleeps() - slept));
+    ck_assert_uint_eq(wake_next, WAKE_PIECES);
+    ck_assert_uint_ge(mpccl_proxy_sleeps() - slept, WAKE_PIECES);
+    free(w);
+}
+END_TEST
+
+int main(void)
+{
+    const char *s = getenv("MPCCL_TEST_SEED");
+    seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
+    printf("test_proxy_idle: seed %llu (MPCCL_TEST_SEED)\n", (unsigned long long)seed);
+    Suite *su = suite_create("proxy_idle");
+    struct { const char *name; const TTest *t; int loops; } cases[] = {
+        {"idle", test_idle_cpu, 3}, {"after_burst", test_idle_after_burst, 0}, {"wake", test_wake_unannounced, 0}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_set_timeout(tc, 120);
+        if (cases[i].loops) tcase_add_loop_test(tc, cases[i].t, 0, cases[i].loops);
+        else tcase_add_test(tc, cases[i].t);
+        suite_add_tcase(su, tc);
+    }
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
