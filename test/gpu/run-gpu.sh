@@ -88,6 +88,9 @@ fi
 step sh "$mpi" -t 300 -l 0 -e MPCCL_GPU_CTA_MIN_BYTES=0 -n 2 2 test/mpi/test_coll
 # GPU-direct (experimental): device slots handed to UCX where it moves CUDA memory
 step sh "$mpi" -t 300 -l 0 -e MPCCL_GPU_DIRECT=1 -n 2 2 test/mpi/test_coll
+# the proxy sleeps while idle (< 2% of a core) and graphs replayed after that complete
+step sh "$mpi" -t 300 -n 2 2 test/mpi/test_idle
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -n 2 4 test/mpi/test_idle
 fi
 # registration, windows, put/signal/wait on GPU communicators
 if want onesided && [ -x "$top_builddir/test/mpi/test_onesided" ]; then
