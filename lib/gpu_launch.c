@@ -185,7 +185,7 @@ static mpccl_status_t attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
                                             s->g->nslots, s->g->slot_bytes, &alloc, s->g->links_host, &os,
                                             os_links, &s->proxy),
                          st, out);
-        s->work.pc = s->proxy;
+        MPCCL_CHECK_GOTO(mpccl_proxy_work_init(&s->work, s->proxy), st, out);
         if (comm->topo.nnodes > 1)
             MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: collectives and send/recv to other nodes: %s (%s); one-sided "
                        "operations through pinned host staging", (unsigned long long)comm->id,
@@ -250,7 +250,7 @@ void mpccl_gpu_finalize(ncclComm_t comm)
     if (mpccl_cuda_push_device(comm->cuda_dev, &saved) != MPCCL_OK) saved = -1;
     /* Kernels of this communicator still queued need the proxy to finish. */
     if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
-    mpccl_proxy_work_fini(&s->work);
+    mpccl_proxy_work_fini(&s->work, 0);
     mpccl_proxy_detach(s->proxy, 0);
     s->proxy = NULL;
     if (saved >= 0) mpccl_cuda_restore_device(saved);
@@ -280,7 +280,7 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
     /* Work still queued on user streams uses these resources (NCCL's destroy
      * waits for it too). */
     if (!force) cudaDeviceSynchronize();
-    mpccl_proxy_work_fini(&s->work);
+    mpccl_proxy_work_fini(&s->work, comm->aborting);
     if (s->proxy) mpccl_proxy_detach(s->proxy, force);
     s->proxy = NULL;
     mpccl_os_remote_free(s->os_remote); /* the proxy no longer delivers into it */
@@ -591,8 +591,11 @@ static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl
                                     cudaStream_t stream)
 {
     mpccl_proxy_work_token_t tok;
+    mpccl_proxy_work_args_t pa;
     if (comm->topo.nnodes == 1) return mpccl_engine_launch(a, s->g->nctas, stream);
-    MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, s->g->nctas, &a->proxy_done, &tok));
+    MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, &pa, &tok));
+    a->proxy_count = pa.count;
+    a->proxy_done = pa.done;
     mpccl_status_t st = mpccl_engine_launch(a, s->g->nctas, stream);
     mpccl_status_t e = mpccl_proxy_work_end(&s->work, stream, &tok, st);
     return st != MPCCL_OK ? st : e;

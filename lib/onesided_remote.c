@@ -222,7 +222,10 @@ mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work
     a.win_id = win_id;
     a.sig = sig;
     mpccl_proxy_work_token_t tok;
-    MPCCL_CHECK(mpccl_proxy_work_begin(work, stream, 1, &a.proxy_done, &tok));
+    mpccl_proxy_work_args_t pa;
+    MPCCL_CHECK(mpccl_proxy_work_begin(work, stream, MPCCL_PROXY_WORK_PUT, &pa, &tok));
+    a.proxy_count = pa.count;
+    a.proxy_done = pa.done;
     mpccl_status_t st = mpccl_os_remote_put_launch(&a, stream);
     mpccl_status_t e = mpccl_proxy_work_end(work, stream, &tok, st);
     return st != MPCCL_OK ? st : e;

@@ -312,8 +312,8 @@ static int has_work(mpccl_proxy_comm_t *pc)
     if (__atomic_load_n(&pc->detach_req, __ATOMIC_SEQ_CST) != DETACH_NONE) return 1;
     if (pc->failed) return 0;
     if (!pc->started) return 1;
-    uint32_t posted = __atomic_load_n(&pc->posted, __ATOMIC_SEQ_CST);
-    if ((int32_t)(posted - *pc->done) > 0) return 1;
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
+        if ((int32_t)(__atomic_load_n(&pc->posted[k], __ATOMIC_SEQ_CST) - *pc->done[k]) > 0) return 1;
     __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernels' flags after their done count */
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
@@ -534,11 +534,14 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                 pc->mem_bytes += os_only ? l_os.bytes : l.bytes;
                 pc->slots_bytes += os_only ? 0 : l.dev_bytes;
             }
-        pc->mem_bytes += 128; /* the done counter, on a line of its own */
+        size_t done_off = pc->mem_bytes;
+        pc->mem_bytes += 128 * MPCCL_PROXY_WORK_KINDS; /* the done counts, on lines of their own */
         MPCCL_CHECK_GOTO(alloc->alloc(alloc->ctx, pc->mem_bytes, &pc->mem, &dev), st, fail);
         memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
-        pc->done = (volatile uint32_t *)((char *)pc->mem + pc->mem_bytes - 128);
-        pc->done_dev = (uint32_t *)((char *)dev + pc->mem_bytes - 128);
+        for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++) {
+            pc->done[k] = (volatile uint32_t *)((char *)pc->mem + done_off + 128 * k);
+            pc->done_dev[k] = (uint32_t *)((char *)dev + done_off + 128 * k);
+        }
         if (pc->slots_bytes) MPCCL_CHECK_GOTO(alloc->alloc_slots(alloc->ctx, pc->slots_bytes, &pc->slots), st, fail);
         size_t off = 0, soff = 0;
         for (int i = 0, k = 0; i < nranks; i++)
@@ -622,17 +625,18 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
     pthread_mutex_unlock(&P.life);
 }
 
-void mpccl_proxy_post(mpccl_proxy_comm_t *pc, uint32_t ctas)
+void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches)
 {
-    if (pc == NULL || pc->npeers == 0) return;
-    __atomic_add_fetch(&pc->posted, ctas, __ATOMIC_SEQ_CST);
+    if (pc == NULL || pc->npeers == 0 || kind < 0 || kind >= MPCCL_PROXY_WORK_KINDS) return;
+    __atomic_add_fetch(&pc->posted[kind], launches, __ATOMIC_SEQ_CST);
     mpccl_proxy_wake();
 }
 
-uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, volatile uint32_t **host)
+uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host)
 {
-    if (host) *host = pc ? pc->done : NULL;
-    return pc ? pc->done_dev : NULL;
+    int ok = pc && pc->npeers > 0 && kind >= 0 && kind < MPCCL_PROXY_WORK_KINDS;
+    if (host) *host = ok ? pc->done[kind] : NULL;
+    return ok ? pc->done_dev[kind] : NULL;
 }
 
 mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc)

@@ -120,16 +120,22 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force);
 /* Work for the proxy thread, which sleeps while it has none.  Before the host
  * enqueues a kernel that moves pieces through pc's channels (an engine launch
  * on a communicator with remote peers, a put to one), or each time a CUDA
- * graph holding one is replayed, it posts the kernel's CTA count; every such
- * CTA adds 1 to the done counter (device pointer, pinned host memory) with a
- * system-scope atomic once it raised its last tx_ready and rx_ack.  The
- * proxy polls the kernels' flags only while posted exceeds done, or sends are
- * in flight.  Arrivals nobody announced wake it through the transport's arm.
- * Any thread; cheap (two atomics; a write to an eventfd when it sleeps). */
-void mpccl_proxy_post(mpccl_proxy_comm_t *pc, uint32_t ctas);
-/* The done counter's device view (NULL when pc has no remote peers); *host,
- * when given, gets its host view. */
-uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, volatile uint32_t **host);
+ * graph holding one is replayed, it posts one launch of that kind.  When a
+ * launch has raised its last tx_ready and rx_ack, its last CTA stores the
+ * number of launches of that kind finished so far (a device-side count) into
+ * the kind's done word (pinned host memory): a plain store, no atomic over
+ * PCIe.  Launches of one kind finish in order (the engine's launches of a
+ * communicator run one after another), so the word only grows; were two to
+ * finish out of order, the word would lag and the proxy would poll longer,
+ * never sleep early.  The proxy polls the kernels' flags only while posted
+ * exceeds done for a kind, or sends are in flight.  Arrivals nobody announced
+ * wake it through the transport's arm.  Any thread; cheap (two atomics; a
+ * write to an eventfd when it sleeps). */
+enum { MPCCL_PROXY_WORK_ENGINE = 0, MPCCL_PROXY_WORK_PUT = 1, MPCCL_PROXY_WORK_KINDS = 2 };
+void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches);
+/* The done word of kind (device view; NULL when pc has no remote peers);
+ * *host, when given, gets its host view. */
+uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host);
 
 /* MPCCL_OK, or the first failure of a send or receive of pc (after which the
  * proxy stopped serving pc: its kernel will not see further progress). */

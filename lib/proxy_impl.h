@@ -46,12 +46,12 @@ struct mpccl_proxy_comm {
     size_t nslot_total; /* slots per peer and direction: nctas * nslots + os_nslots */
     mpccl_proxy_os_t os;
     mpccl_proxy_alloc_t alloc;
-    /* Posted work (mpccl_proxy_post): CTAs announced by the host, and the
-     * counter the kernels' CTAs add 1 to when they are done (pinned memory at
-     * the end of the staging; done_dev is its device view). */
-    uint32_t posted;
-    volatile uint32_t *done;
-    uint32_t *done_dev;
+    /* Posted work (mpccl_proxy_post) per kind: launches announced by the host,
+     * and the count of them the kernels reported done (pinned memory at the end
+     * of the staging, one line each; done_dev: device views). */
+    uint32_t posted[MPCCL_PROXY_WORK_KINDS];
+    volatile uint32_t *done[MPCCL_PROXY_WORK_KINDS];
+    uint32_t *done_dev[MPCCL_PROXY_WORK_KINDS];
     void *mem;         /* host pointer of the staging of every remote peer */
     size_t mem_bytes;
     void *slots;       /* with alloc_slots: the CTAs' slots of every remote peer */

@@ -102,7 +102,8 @@ typedef struct mpccl_engine_args {
     int32_t op;                   /* mpccl_op_t */
     uint64_t divisor;             /* STEP_DIVIDE */
     unsigned char scalar[8];      /* STEP_SCALE: one element of dtype */
-    uint32_t *proxy_done;         /* between nodes: each CTA adds 1 here when done (proxy.h) */
+    uint32_t *proxy_count;        /* between nodes: launches finished (device memory) ... */
+    uint32_t *proxy_done;         /* ... stored here by the last CTA (pinned; lib/proxy.h) */
 } mpccl_engine_args_t;
 
 /* Partition of a step's count among the CTAs: CTA g owns elements

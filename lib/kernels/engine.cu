@@ -33,6 +33,7 @@ extern "C" {
 }
 #include "kernels/elementwise.cuh"
 #include "kernels/engine.h"
+#include "kernels/proxy_done.cuh"
 
 namespace {
 
@@ -308,10 +309,9 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
     if (threadIdx.x == 0) {
         uint32_t G = gridDim.x, last = (sh.epoch + 1u) * G;
         __threadfence();
-        if (atomicAdd(plan->ctas_finished, 1u) + 1u == last) atomicAdd(plan->launches, 1u);
-        if (a.proxy_done) { /* the proxy may sleep once every CTA it served said so */
-            __threadfence_system();
-            atomicAdd_system(a.proxy_done, 1u);
+        if (atomicAdd(plan->ctas_finished, 1u) + 1u == last) {
+            atomicAdd(plan->launches, 1u);
+            mpccl_proxy_launch_done(a.proxy_count, a.proxy_done);
         }
     }
 }

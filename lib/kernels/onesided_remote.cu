@@ -1,5 +1,6 @@
 // Kernels of one-sided operations with peers on other nodes (onesided_remote.h).
 #include "kernels/onesided_remote.h"
+#include "kernels/proxy_done.cuh"
 extern "C" {
 #include "cuda_rt.h" /* a C header without its own linkage block */
 }
@@ -54,10 +55,7 @@ __global__ void __launch_bounds__(REMOTE_PUT_THREADS) mpccl_os_remote_put_kernel
             a.link.tx_ready[slot] = p + 1;
         }
     }
-    if (threadIdx.x == 0 && a.proxy_done) {
-        __threadfence_system();
-        atomicAdd_system(a.proxy_done, 1u);
-    }
+    if (threadIdx.x == 0) mpccl_proxy_launch_done(a.proxy_count, a.proxy_done);
 }
 
 extern "C" mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t *a, cudaStream_t stream)

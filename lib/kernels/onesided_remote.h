@@ -41,7 +41,8 @@ typedef struct mpccl_os_remote_put {
     uint64_t bytes;
     uint64_t offset;
     uint32_t win_id, sig;   /* as in the header; sig set on the last piece only */
-    uint32_t *proxy_done;   /* the kernel adds 1 here when its last piece is raised (proxy.h) */
+    uint32_t *proxy_count;  /* puts finished (device memory), stored into proxy_done */
+    uint32_t *proxy_done;   /* (pinned) once the last piece is raised (lib/proxy.h) */
 } mpccl_os_remote_put_t;
 
 /* Copies src into the channel's slots piece by piece (waiting for free slots)

@@ -55,6 +55,7 @@ typedef struct world {
     cpu_heap_t heap[MAXR];
     void (*body)(struct world *w, int rank, mpccl_transport_t *t, mpccl_bootstrap_t *bs);
     double result[MAXR];
+    uint32_t launches[MAXR][MPCCL_PROXY_WORK_KINDS]; /* each rank's "device" launch counts */
 } world_t;
 
 typedef struct rank_arg {
@@ -181,20 +182,25 @@ static inline int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mp
     return 1;
 }
 
-/* What an engine launch does around its work: posts its CTAs (one here)
- * before it starts, and each CTA adds 1 to the done counter after its last
- * tx_ready / rx_ack (it does not wait for the last sends to complete). */
-static inline void kernel_post(mpccl_proxy_comm_t *pc)
+/* What an engine launch does around its work: the host posts it before it
+ * starts, and its last CTA stores the count of launches finished into the
+ * done word after its last tx_ready / rx_ack (it does not wait for the last
+ * sends to complete).  The count lives in the device's memory; here, a plain
+ * counter per communicator and kind (a rank's launches of one kind run one
+ * at a time). */
+static inline void kernel_post(mpccl_proxy_comm_t *pc, int kind)
 {
-    mpccl_proxy_post(pc, 1);
+    mpccl_proxy_post(pc, kind, 1);
 }
 
-static inline void kernel_done(mpccl_proxy_comm_t *pc)
+static inline void kernel_done(mpccl_proxy_comm_t *pc, int kind, uint32_t *count)
 {
     volatile uint32_t *done = NULL;
-    mpccl_proxy_done_counter(pc, &done);
+    mpccl_proxy_done_counter(pc, kind, &done);
     ck_assert_ptr_nonnull((const void *)done);
-    __atomic_add_fetch((uint32_t *)done, 1u, __ATOMIC_SEQ_CST);
+    uint32_t v = ++*count;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* __threadfence_system */
+    *done = v;
 }
 
 /* Runs every channel of this rank (both directions, every CTA) until all
@@ -205,7 +211,7 @@ static inline void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpc
     memset(tx, 0, sizeof(tx));
     memset(rx, 0, sizeof(rx));
     double end = now_s() + limit;
-    kernel_post(pc);
+    kernel_post(pc, MPCCL_PROXY_WORK_ENGINE);
     for (;;) {
         int act = 0, left = 0;
         for (int peer = 0; peer < w->n; peer++) {
@@ -222,7 +228,7 @@ static inline void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpc
         if (now_s() > end) ck_abort_msg("rank %d: %d channels unfinished after %.0f s", me, left, limit);
         sched_yield();
     }
-    kernel_done(pc);
+    kernel_done(pc, MPCCL_PROXY_WORK_ENGINE, &w->launches[me][MPCCL_PROXY_WORK_ENGINE]);
     /* Every tx piece acknowledged: the proxy finishes the sends on its own. */
     for (int peer = 0; peer < w->n; peer++)
         for (uint32_t g = 0; w->remote[me][peer] == MPCCL_PROXY_REMOTE && g < w->nctas; g++)

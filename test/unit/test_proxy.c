@@ -117,12 +117,12 @@ static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
     mpccl_proxy_comm_t *pc = attach(w, me, t, links);
     if (me == 0) { /* piece 0 of CTA 0: 512 bytes towards a peer whose slots hold 256 */
         const mpccl_dev_link_t *l = &links[1];
-        kernel_post(pc);
+        kernel_post(pc, MPCCL_PROXY_WORK_ENGINE);
         for (int k = 0; k < 512; k++) l->tx_slots[k] = (char)msg_byte(0, 1, 0, 0, (size_t)k);
         l->tx_len[0] = 512;
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         l->tx_ready[0] = 1;
-        kernel_done(pc);
+        kernel_done(pc, MPCCL_PROXY_WORK_ENGINE, &w->launches[0][MPCCL_PROXY_WORK_ENGINE]);
     }
     if (me == 1) {
         double end = now_s() + 20;
@@ -172,7 +172,7 @@ static void force_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
     kchan_t tx[MAXR][8];
     memset(tx, 0, sizeof(tx));
     double end = now_s() + 0.5;
-    kernel_post(pc); /* never done: detach does not wait for posted work */
+    kernel_post(pc, MPCCL_PROXY_WORK_ENGINE); /* never done: detach does not wait for posted work */
     while (now_s() < end)
         for (int peer = 0; peer < w->n; peer++)
             for (uint32_t g = 0; w->remote[me][peer] && g < w->nctas; g++)
@@ -261,7 +261,7 @@ static int test_deliver(void *ctx, int src, uint32_t piece, const void *host, co
 static void os_send_all(world_t *w, int me, mpccl_proxy_comm_t *pc, const mpccl_dev_link_t *os_links, double end)
 {
     uint32_t K = OS_SLOTS, S = w->slot_bytes[me];
-    kernel_post(pc);
+    kernel_post(pc, MPCCL_PROXY_WORK_PUT);
     for (int peer = 0; peer < w->n; peer++) {
         if (!w->remote[me][peer]) continue;
         const mpccl_dev_link_t *l = &os_links[peer];
@@ -280,7 +280,7 @@ static void os_send_all(world_t *w, int me, mpccl_proxy_comm_t *pc, const mpccl_
             l->tx_ready[p % K] = p + 1;
         }
     }
-    kernel_done(pc);
+    kernel_done(pc, MPCCL_PROXY_WORK_PUT, &w->launches[me][MPCCL_PROXY_WORK_PUT]);
 }
 
 /* Attaches rank me with the one-sided channel (OS_SLOTS slots) delivering

@@ -1,0 +1,20 @@
+// The end of a launch the proxy serves (lib/proxy.h, mpccl_proxy_post).
+#ifndef MPCCL_KERNELS_PROXY_DONE_CUH
+#define MPCCL_KERNELS_PROXY_DONE_CUH
+
+#include <stdint.h>
+
+// Called once per launch, by its last CTA: counts the launch in count (device
+// memory) and stores the count into done (pinned host memory).  A plain store
+// is a posted write the CTA does not wait for; an atomic on host memory would
+// be a PCIe round trip at the end of every launch.  The fence orders every
+// flag the launch raised before the count.
+__device__ __forceinline__ void mpccl_proxy_launch_done(uint32_t *count, uint32_t *done)
+{
+    if (done == nullptr) return;
+    const uint32_t v = atomicAdd(count, 1u) + 1u;
+    __threadfence_system();
+    *(volatile uint32_t *)done = v;
+}
+
+#endif
