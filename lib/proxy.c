@@ -332,11 +332,22 @@ static int has_work(mpccl_proxy_comm_t *pc)
 /* Spin, then yield, then sleep: with posted work unfinished, a doubling
  * interval (kernel flags in host memory cannot wake us, so the cap bounds
  * latency); with none, until a user thread posts work or a transport has
- * traffic (proxy_wake.h). */
+ * traffic (proxy_wake.h).
+ *
+ * A transport's event fd can stay readable with nothing for progress to do
+ * (seen with UCX: a timerfd of a connection whose peer never progressed its
+ * worker).  So a wake that finds nothing goes back to sleep at once, and after
+ * QUIET_WAKES such wakes in a row the transports' fds are left out: the proxy
+ * then sleeps on its eventfd alone, for a doubling time up to QUIET_MAX_NS,
+ * so unannounced arrivals are seen within that; any activity ends it. */
+#define QUIET_WAKES 4
+#define QUIET_MAX_NS 100000000LL
+
 typedef struct backoff {
     proxy_settings_t cfg;
     int64_t idle_since; /* 0: active */
     int64_t sleep_ns;
+    int quiet_wakes;    /* wakes in a row that found nothing */
     struct pollfd *fds; /* one per communicator, and the eventfd */
     size_t nfds;
 } backoff_t;
@@ -351,15 +362,19 @@ static int sleep_until_woken(backoff_t *b, mpccl_proxy_comm_t **snap, size_t nsn
         b->nfds = nsnap + 1;
     }
     mpccl_proxy_sleep_announce();
-    int n = 0;
+    int n = 0, quiet = b->quiet_wakes >= QUIET_WAKES;
     int64_t timeout = -1;
+    if (quiet) {
+        int shift = b->quiet_wakes - QUIET_WAKES;
+        timeout = shift < 20 && (1000000LL << shift) < QUIET_MAX_NS ? 1000000LL << shift : QUIET_MAX_NS;
+    }
     for (size_t i = 0; i < nsnap; i++) {
         mpccl_proxy_comm_t *pc = snap[i];
         if (has_work(pc)) goto busy;
-        if (pc->failed) continue;
+        if (pc->failed || quiet) continue;
         int fd = pc->t->ops->arm ? pc->t->ops->arm(pc->t) : MPCCL_ARM_NONE;
         if (fd == MPCCL_ARM_BUSY) goto busy;
-        if (fd == MPCCL_ARM_NONE) timeout = b->cfg.sleep_ns; /* cannot be told: poll */
+        if (fd == MPCCL_ARM_NONE) timeout = b->cfg.sleep_ns > 0 ? b->cfg.sleep_ns : 1000; /* cannot be told: poll */
         else b->fds[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
     }
     if (__atomic_load_n(&P.gen, __ATOMIC_SEQ_CST) != seen) goto busy;
@@ -375,6 +390,7 @@ static void backoff(backoff_t *b, int act, mpccl_proxy_comm_t **snap, size_t nsn
     if (act) {
         b->idle_since = 0;
         b->sleep_ns = 0;
+        b->quiet_wakes = 0;
         return;
     }
     int64_t now = now_ns();
@@ -388,7 +404,10 @@ static void backoff(backoff_t *b, int act, mpccl_proxy_comm_t **snap, size_t nsn
     int work = 0;
     for (size_t i = 0; i < nsnap && !work; i++) work = has_work(snap[i]);
     if (!work) {
-        if (sleep_until_woken(b, snap, nsnap, seen)) b->idle_since = 0; /* woken: work is near */
+        if (!sleep_until_woken(b, snap, nsnap, seen)) return;
+        b->quiet_wakes++; /* until a pass finds something */
+        for (size_t i = 0; i < nsnap && !work; i++) work = has_work(snap[i]);
+        if (work) b->idle_since = 0; /* work posted: spin for it; else sleep again at once */
         return;
     }
     b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : 1000;
@@ -403,7 +422,7 @@ static void *proxy_main(void *arg)
     mpccl_proxy_comm_t **snap = NULL;
     size_t nsnap = 0, cap = 0;
     unsigned seen = __atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) - 1;
-    backoff_t b = {settings(), 0, 0, NULL, 0};
+    backoff_t b = {settings(), 0, 0, 0, NULL, 0};
     for (;;) {
         if (__atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) != seen) {
             pthread_mutex_lock(&P.lock);

@@ -33,8 +33,9 @@ static void wait_asleep(const char *what)
 
 /* The process's CPU over one second of this thread sleeping, in cores; the
  * other ranks wait in a barrier (a futex: no CPU).  The proxy may wake for a
- * transport's own event (UCX finishing a connection's wire-up, say), but
- * never periodically: polling every 100 us would be 10000 wake-ups. */
+ * transport's own events (a UCX timer of a connection whose peer never
+ * progresses, as rank 1's in the one-communicator case), a few dozen times at
+ * most: polling every 100 us would be 10000 wake-ups. */
 static double idle_cpu(const char *what)
 {
     wait_asleep(what);
@@ -44,7 +45,7 @@ static double idle_cpu(const char *what)
     double c1 = cpu_s(), t1 = now_s();
     uint64_t wakes = mpccl_proxy_sleeps() - s0;
     printf("%s: %llu wake-ups in %.2f s\n", what, (unsigned long long)wakes, t1 - t0);
-    ck_assert_msg(wakes <= 20, "%s: the proxy woke %llu times in %.2f s with nothing to do", what,
+    ck_assert_msg(wakes <= 50, "%s: the proxy woke %llu times in %.2f s with nothing to do", what,
                   (unsigned long long)wakes, t1 - t0);
     return (c1 - c0) / (t1 - t0);
 }
