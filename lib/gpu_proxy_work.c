@@ -4,59 +4,76 @@
 #include "cuda_rt.h"
 #include "gpu_proxy_work.h"
 
+/* One per captured graph (per capture sequence): the launches of each kind
+ * the graph holds, posted together by one host node at every replay.  Owned
+ * by the graph (a CUDA user object), freed when the graph is. */
 struct mpccl_proxy_post_arg {
     mpccl_proxy_comm_t *pc;
-    int kind;
-    struct mpccl_proxy_post_arg *next;
+    uint32_t launches[MPCCL_PROXY_WORK_KINDS];
 };
 
 /* A host node: runs on CUDA's callback thread, must not call CUDA. */
 static void CUDART_CB post_host_node(void *p)
 {
     const mpccl_proxy_post_arg_t *a = p;
-    mpccl_proxy_post(a->pc, a->kind, 1);
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
+        if (a->launches[k]) mpccl_proxy_post(a->pc, k, a->launches[k]);
 }
 
-static mpccl_status_t post_arg(mpccl_proxy_work_t *w, int kind, mpccl_proxy_post_arg_t **out)
+static void CUDART_CB free_post_arg(void *p)
 {
-    for (mpccl_proxy_post_arg_t *a = w->args; a; a = a->next)
-        if (a->pc == w->pc && a->kind == kind) {
-            *out = a;
-            return MPCCL_OK;
-        }
+    free(p);
+}
+
+static mpccl_status_t create_side_stream(mpccl_proxy_work_t *w)
+{
+    /* Creating a stream is not allowed while a global-mode capture runs. */
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&m);
+    cudaError_t e = cudaStreamCreateWithFlags(&w->side, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->fork, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->join, cudaEventDisableTiming);
+    cudaThreadExchangeStreamCaptureMode(&m);
+    if (e == cudaSuccess) return MPCCL_OK;
+    if (w->side) cudaStreamDestroy(w->side);
+    w->side = NULL;
+    return mpccl_cuda_error(e, "creating the stream of a graph's proxy node");
+}
+
+/* Capture: the first launch of this comm in a capture sequence forks a branch
+ * off stream with the posting host node (*joined = 1: join it after the
+ * kernel); later ones only add to that node's count.  So a graph of many
+ * collectives costs one host node per replay. */
+static mpccl_status_t capture_post(mpccl_proxy_work_t *w, cudaStream_t stream, int kind, int *joined)
+{
+    enum cudaStreamCaptureStatus cs;
+    unsigned long long id = 0;
+    cudaGraph_t graph = NULL;
+    *joined = 0;
+    MPCCL_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &cs, &id, &graph, NULL, NULL, NULL));
+    if (w->cap_arg && w->cap_id == id) {
+        w->cap_arg->launches[kind]++;
+        return MPCCL_OK;
+    }
+    if (w->side == NULL) MPCCL_CHECK(create_side_stream(w));
     mpccl_proxy_post_arg_t *a = calloc(1, sizeof(*a));
     if (a == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a graph's proxy node");
     a->pc = w->pc;
-    a->kind = kind;
-    a->next = w->args;
-    w->args = a;
-    *out = a;
-    return MPCCL_OK;
-}
-
-/* Capture: fork a branch off stream and put the posting host node on it. */
-static mpccl_status_t capture_post(mpccl_proxy_work_t *w, cudaStream_t stream, int kind)
-{
-    mpccl_proxy_post_arg_t *a = NULL;
-    MPCCL_CHECK(post_arg(w, kind, &a));
-    if (w->side == NULL) {
-        /* Creating a stream is not allowed while a global-mode capture runs. */
-        enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-        cudaThreadExchangeStreamCaptureMode(&m);
-        cudaError_t e = cudaStreamCreateWithFlags(&w->side, cudaStreamNonBlocking);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->fork, cudaEventDisableTiming);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->join, cudaEventDisableTiming);
-        cudaThreadExchangeStreamCaptureMode(&m);
-        if (e != cudaSuccess) {
-            if (w->side) cudaStreamDestroy(w->side);
-            w->side = NULL;
-            return mpccl_cuda_error(e, "creating the stream of a graph's proxy node");
-        }
+    a->launches[kind] = 1;
+    cudaUserObject_t obj;
+    cudaError_t e = cudaUserObjectCreate(&obj, a, free_post_arg, 1, cudaUserObjectNoDestructorSync);
+    if (e != cudaSuccess) {
+        free(a);
+        return mpccl_cuda_error(e, "cudaUserObjectCreate (a graph's proxy node)");
     }
+    MPCCL_CUDA_CHECK(cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove));
     MPCCL_CUDA_CHECK(cudaEventRecord(w->fork, stream));
     MPCCL_CUDA_CHECK(cudaStreamWaitEvent(w->side, w->fork, 0));
     MPCCL_CUDA_CHECK(cudaLaunchHostFunc(w->side, post_host_node, a));
     MPCCL_CUDA_CHECK(cudaEventRecord(w->join, w->side));
+    w->cap_id = id;
+    w->cap_arg = a;
+    *joined = 1;
     return MPCCL_OK;
 }
 
@@ -78,13 +95,14 @@ mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream
                                       mpccl_proxy_work_args_t *a, mpccl_proxy_work_token_t *tok)
 {
     tok->capturing = 0;
+    tok->joined = 0;
     tok->kind = kind;
     a->count = a->done = NULL;
     if (w == NULL || w->pc == NULL) return MPCCL_OK;
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     MPCCL_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
     if (cs == cudaStreamCaptureStatusActive) {
-        MPCCL_CHECK(capture_post(w, stream, kind));
+        MPCCL_CHECK(capture_post(w, stream, kind, &tok->joined));
         tok->capturing = 1;
     } else {
         mpccl_proxy_post(w->pc, kind, 1);
@@ -98,9 +116,10 @@ mpccl_status_t mpccl_proxy_work_end(mpccl_proxy_work_t *w, cudaStream_t stream, 
                                     mpccl_status_t launched)
 {
     if (w == NULL || w->pc == NULL) return MPCCL_OK;
-    if (tok->capturing) MPCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, w->join, 0));
-    /* No kernel will count this launch done: take it back. */
-    else if (launched != MPCCL_OK) mpccl_proxy_post(w->pc, tok->kind, 0u - 1u);
+    if (tok->joined) MPCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, w->join, 0));
+    /* No kernel will count this launch done: take it back (a failed capture
+     * is discarded as a whole). */
+    if (!tok->capturing && launched != MPCCL_OK) mpccl_proxy_post(w->pc, tok->kind, 0u - 1u);
     return MPCCL_OK;
 }
 
@@ -112,11 +131,7 @@ void mpccl_proxy_work_fini(mpccl_proxy_work_t *w, int aborting)
         cudaStreamDestroy(w->side);
         w->side = NULL;
     }
-    while (w->args) {
-        mpccl_proxy_post_arg_t *next = w->args->next;
-        free(w->args);
-        w->args = next;
-    }
+    w->cap_arg = NULL;
     if (w->counts && !aborting) cudaFree(w->counts);
     w->counts = NULL;
     w->pc = NULL;

@@ -2,9 +2,10 @@
  * sleep while none is in flight (proxy.h, mpccl_proxy_post).  Eagerly, the
  * host posts the launch just before it enqueues the kernel.  Inside a CUDA
  * graph capture nothing runs at enqueue time, so a host node of the graph
- * posts it at every replay: it sits on a branch beside the kernel (fork
- * before, join after), so the kernel never waits for it; a kernel that
- * starts first waits for the proxy a few microseconds longer. */
+ * posts the graph's launches at every replay: one node per graph, on a branch
+ * beside the first kernel (fork before, join after), so no kernel waits for
+ * it; a kernel that starts first waits for the proxy a few microseconds
+ * longer. */
 #ifndef MPCCL_GPU_PROXY_WORK_H
 #define MPCCL_GPU_PROXY_WORK_H
 
@@ -18,11 +19,12 @@ typedef struct mpccl_proxy_post_arg mpccl_proxy_post_arg_t;
 typedef struct mpccl_proxy_work {
     mpccl_proxy_comm_t *pc;
     uint32_t *counts;  /* device memory [MPCCL_PROXY_WORK_KINDS]: launches finished */
-    /* Graphs: the host node's branch and the arguments its nodes hold (kept
-     * until mpccl_proxy_work_fini: a graph may be replayed until then). */
+    /* Graphs: the host node's branch, and the capture sequence being recorded
+     * with its host node's argument (owned by that graph). */
     cudaStream_t side;
     cudaEvent_t fork, join;
-    mpccl_proxy_post_arg_t *args;
+    unsigned long long cap_id;
+    mpccl_proxy_post_arg_t *cap_arg;
 } mpccl_proxy_work_t;
 
 /* What a kernel of that work gets in its arguments (both NULL: no proxy). */
@@ -33,6 +35,7 @@ typedef struct mpccl_proxy_work_args {
 /* What begin did, for end. */
 typedef struct mpccl_proxy_work_token {
     int capturing;
+    int joined; /* this launch forked the host node's branch */
     int kind;
 } mpccl_proxy_work_token_t;
 
