@@ -123,8 +123,8 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force);
  * graph holding one is replayed, it posts one launch of that kind.  When a
  * launch has raised its last tx_ready and rx_ack, its last CTA stores the
  * number of launches of that kind finished so far (a device-side count) into
- * the kind's done word (pinned host memory): a plain store, no atomic over
- * PCIe.  Launches of one kind finish in order (the engine's launches of a
+ * the kind's done word (pinned host memory): a release store, no atomic
+ * over PCIe.  Launches of one kind finish in order (the engine's launches of a
  * communicator run one after another), so the word only grows; were two to
  * finish out of order, the word would lag and the proxy would poll longer,
  * never sleep early.  The proxy polls the kernels' flags only while posted
