@@ -25,37 +25,22 @@ static void CUDART_CB free_post_arg(void *p)
     free(p);
 }
 
-static mpccl_status_t create_side_stream(mpccl_proxy_work_t *w)
-{
-    /* Creating a stream is not allowed while a global-mode capture runs. */
-    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-    cudaThreadExchangeStreamCaptureMode(&m);
-    cudaError_t e = cudaStreamCreateWithFlags(&w->side, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->fork, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&w->join, cudaEventDisableTiming);
-    cudaThreadExchangeStreamCaptureMode(&m);
-    if (e == cudaSuccess) return MPCCL_OK;
-    if (w->side) cudaStreamDestroy(w->side);
-    w->side = NULL;
-    return mpccl_cuda_error(e, "creating the stream of a graph's proxy node");
-}
-
-/* Capture: the first launch of this comm in a capture sequence forks a branch
- * off stream with the posting host node (*joined = 1: join it after the
- * kernel); later ones only add to that node's count.  So a graph of many
- * collectives costs one host node per replay. */
-static mpccl_status_t capture_post(mpccl_proxy_work_t *w, cudaStream_t stream, int kind, int *joined)
+/* Capture: the first launch of this comm in a capture sequence adds the
+ * posting host node to the graph as a node of its own, with no dependencies
+ * and nothing depending on it (CUDA allows adding nodes to a graph being
+ * captured): it runs when a replay starts, beside the kernels, and no kernel
+ * waits for it.  Later launches in the same capture only add to its count,
+ * so a graph of many collectives costs one host node per replay. */
+static mpccl_status_t capture_post(mpccl_proxy_work_t *w, cudaStream_t stream, int kind)
 {
     enum cudaStreamCaptureStatus cs;
     unsigned long long id = 0;
     cudaGraph_t graph = NULL;
-    *joined = 0;
     MPCCL_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &cs, &id, &graph, NULL, NULL, NULL));
     if (w->cap_arg && w->cap_id == id) {
         w->cap_arg->launches[kind]++;
         return MPCCL_OK;
     }
-    if (w->side == NULL) MPCCL_CHECK(create_side_stream(w));
     mpccl_proxy_post_arg_t *a = calloc(1, sizeof(*a));
     if (a == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a graph's proxy node");
     a->pc = w->pc;
@@ -67,13 +52,11 @@ static mpccl_status_t capture_post(mpccl_proxy_work_t *w, cudaStream_t stream, i
         return mpccl_cuda_error(e, "cudaUserObjectCreate (a graph's proxy node)");
     }
     MPCCL_CUDA_CHECK(cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove));
-    MPCCL_CUDA_CHECK(cudaEventRecord(w->fork, stream));
-    MPCCL_CUDA_CHECK(cudaStreamWaitEvent(w->side, w->fork, 0));
-    MPCCL_CUDA_CHECK(cudaLaunchHostFunc(w->side, post_host_node, a));
-    MPCCL_CUDA_CHECK(cudaEventRecord(w->join, w->side));
+    struct cudaHostNodeParams hp = {post_host_node, a};
+    cudaGraphNode_t node;
+    MPCCL_CUDA_CHECK(cudaGraphAddHostNode(&node, graph, NULL, 0, &hp));
     w->cap_id = id;
     w->cap_arg = a;
-    *joined = 1;
     return MPCCL_OK;
 }
 
@@ -95,14 +78,13 @@ mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream
                                       mpccl_proxy_work_args_t *a, mpccl_proxy_work_token_t *tok)
 {
     tok->capturing = 0;
-    tok->joined = 0;
     tok->kind = kind;
     a->count = a->done = NULL;
     if (w == NULL || w->pc == NULL) return MPCCL_OK;
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     MPCCL_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
     if (cs == cudaStreamCaptureStatusActive) {
-        MPCCL_CHECK(capture_post(w, stream, kind, &tok->joined));
+        MPCCL_CHECK(capture_post(w, stream, kind));
         tok->capturing = 1;
     } else {
         mpccl_proxy_post(w->pc, kind, 1);
@@ -116,7 +98,6 @@ mpccl_status_t mpccl_proxy_work_end(mpccl_proxy_work_t *w, cudaStream_t stream, 
                                     mpccl_status_t launched)
 {
     if (w == NULL || w->pc == NULL) return MPCCL_OK;
-    if (tok->joined) MPCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, w->join, 0));
     /* No kernel will count this launch done: take it back (a failed capture
      * is discarded as a whole). */
     if (!tok->capturing && launched != MPCCL_OK) mpccl_proxy_post(w->pc, tok->kind, 0u - 1u);
@@ -125,12 +106,6 @@ mpccl_status_t mpccl_proxy_work_end(mpccl_proxy_work_t *w, cudaStream_t stream, 
 
 void mpccl_proxy_work_fini(mpccl_proxy_work_t *w, int aborting)
 {
-    if (w->side) {
-        cudaEventDestroy(w->fork);
-        cudaEventDestroy(w->join);
-        cudaStreamDestroy(w->side);
-        w->side = NULL;
-    }
     w->cap_arg = NULL;
     if (w->counts && !aborting) cudaFree(w->counts);
     w->counts = NULL;

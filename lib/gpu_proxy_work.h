@@ -2,10 +2,9 @@
  * sleep while none is in flight (proxy.h, mpccl_proxy_post).  Eagerly, the
  * host posts the launch just before it enqueues the kernel.  Inside a CUDA
  * graph capture nothing runs at enqueue time, so a host node of the graph
- * posts the graph's launches at every replay: one node per graph, on a branch
- * beside the first kernel (fork before, join after), so no kernel waits for
- * it; a kernel that starts first waits for the proxy a few microseconds
- * longer. */
+ * posts the graph's launches at every replay: one node per graph, with no
+ * edge to the kernels, so no kernel waits for it; a kernel that starts first
+ * waits for the proxy a few microseconds longer. */
 #ifndef MPCCL_GPU_PROXY_WORK_H
 #define MPCCL_GPU_PROXY_WORK_H
 
@@ -19,10 +18,8 @@ typedef struct mpccl_proxy_post_arg mpccl_proxy_post_arg_t;
 typedef struct mpccl_proxy_work {
     mpccl_proxy_comm_t *pc;
     uint32_t *counts;  /* device memory [MPCCL_PROXY_WORK_KINDS]: launches finished */
-    /* Graphs: the host node's branch, and the capture sequence being recorded
-     * with its host node's argument (owned by that graph). */
-    cudaStream_t side;
-    cudaEvent_t fork, join;
+    /* Graphs: the capture sequence being recorded and its host node's
+     * argument (owned by that graph). */
     unsigned long long cap_id;
     mpccl_proxy_post_arg_t *cap_arg;
 } mpccl_proxy_work_t;
@@ -35,7 +32,6 @@ typedef struct mpccl_proxy_work_args {
 /* What begin did, for end. */
 typedef struct mpccl_proxy_work_token {
     int capturing;
-    int joined; /* this launch forked the host node's branch */
     int kind;
 } mpccl_proxy_work_token_t;
 
@@ -47,12 +43,12 @@ mpccl_status_t mpccl_proxy_work_init(mpccl_proxy_work_t *w, mpccl_proxy_comm_t *
  * *a is NULLs and nothing happens. */
 mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind,
                                       mpccl_proxy_work_args_t *a, mpccl_proxy_work_token_t *tok);
-/* After the kernel was enqueued (launched: how that went): joins the host
- * node's branch (capture), or takes the post back when the launch failed. */
+/* After the kernel was enqueued (launched: how that went): takes the post
+ * back when an eager launch failed. */
 mpccl_status_t mpccl_proxy_work_end(mpccl_proxy_work_t *w, cudaStream_t stream, const mpccl_proxy_work_token_t *tok,
                                     mpccl_status_t launched);
-/* Frees the counters and the graphs' resources (the device current; no
- * kernel of this work still running, or aborting: the counters then leak). */
+/* Frees the counters (the device current; no kernel of this work still
+ * running, or aborting: the counters then leak). */
 void mpccl_proxy_work_fini(mpccl_proxy_work_t *w, int aborting);
 
 #endif
