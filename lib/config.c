@@ -66,6 +66,11 @@ static mpccl_setting_t settings[] = {
      "flat p2p: messages from this many bytes are stored straight into the receive buffer when the receiver "
      "ncclCommRegister'd it (the receiver announces it first); smaller ones are always staged",
      NULL, NULL},
+    {"FLAT_P2P_LL_BYTES", NULL, "256K",
+     "flat p2p: send/recv messages of at most this many bytes go as LL units (data and flag in one 16-byte store "
+     "into the receiver's region: no fence, no ready flag); larger ones are staged; 0: never (a huge value: every "
+     "message, in chunks)",
+     NULL, NULL},
     {"FLAT_P2P_PULL", NULL, "1",
      "flat p2p: 1: a message of FLAT_P2P_DIRECT_BYTES or more from a ncclCommRegister'd send buffer into an "
      "unregistered receive buffer is copied by the receiver straight out of the send buffer; 0: staged",

@@ -67,3 +67,20 @@ void mpccl_flat_p2p_geometry(const mpccl_flat_geom_params_t *p, uint64_t bytes, 
     *ctas = (uint32_t)c;
     *sub = (uint32_t)(s < stride ? s : stride);
 }
+
+void mpccl_flat_p2p_ll_geometry(const mpccl_flat_geom_params_t *p, uint64_t bytes, uint32_t *ctas, uint32_t *sub)
+{
+    /* As the collectives' LL: a quarter of cta_bytes per CTA (latency is all),
+     * at most a lane of the LL part per chunk. */
+    uint64_t cmax = p2p_max_ctas(p), per = (p->cta_bytes + 3) / 4;
+    if (cmax > MPCCL_FLAT_P2P_LL_LANES) cmax = MPCCL_FLAT_P2P_LL_LANES;
+    if (per > MPCCL_FLAT_P2P_LL_LANE) per = MPCCL_FLAT_P2P_LL_LANE;
+    uint64_t c = (bytes + per - 1) / per;
+    if (c < 1) c = 1;
+    if (c > cmax) c = cmax;
+    uint64_t s = ((bytes + c - 1) / c + 15) / 16 * 16;
+    if (s < 16) s = 16;
+    if (s > MPCCL_FLAT_P2P_LL_LANE) s = MPCCL_FLAT_P2P_LL_LANE;
+    *ctas = (uint32_t)c;
+    *sub = (uint32_t)s;
+}

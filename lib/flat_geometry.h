@@ -44,5 +44,9 @@ uint32_t mpccl_flat_win_geometry(const mpccl_flat_geom_params_t *p, int mode, ui
  * same for all messages), the CTAs and bytes per CTA per chunk. */
 uint32_t mpccl_flat_p2p_stride(const mpccl_flat_geom_params_t *p);
 void mpccl_flat_p2p_geometry(const mpccl_flat_geom_params_t *p, uint64_t bytes, uint32_t *ctas, uint32_t *sub);
+/* The same for an LL message: at most MPCCL_FLAT_P2P_LL_LANES CTAs, sub a
+ * multiple of 16 and at most MPCCL_FLAT_P2P_LL_LANE; a message larger than
+ * ctas * sub goes in several chunks. */
+void mpccl_flat_p2p_ll_geometry(const mpccl_flat_geom_params_t *p, uint64_t bytes, uint32_t *ctas, uint32_t *sub);
 
 #endif

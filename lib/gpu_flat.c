@@ -28,6 +28,7 @@ typedef struct {
     int32_t reg;        /* ... and so do those on registered buffers (MPCCL_FLAT_REG) */
     uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
     uint64_t p2p_direct; /* send/recv messages from this size ask for a direct (registered) receive */
+    uint64_t p2p_ll;     /* send/recv messages up to this size go as LL units (MPCCL_FLAT_P2P_LL_BYTES) */
     uint64_t win_bytes; /* smallest call (bytes per rank) for the window path */
 } flat_settings_t;
 
@@ -71,6 +72,7 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->reg = mpccl_config_int("FLAT_REG") != 0;
     s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
     s->p2p_direct = clamp_u64(mpccl_config_int("FLAT_P2P_DIRECT_BYTES"), 1, UINT64_MAX >> 1);
+    s->p2p_ll = clamp_u64(mpccl_config_int("FLAT_P2P_LL_BYTES"), 0, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
     s->allreduce = ar && !strcmp(ar, "oneshot") ? 1 : ar && !strcmp(ar, "twoshot") ? 2 : 0;
     if (ar && s->allreduce == 0 && strcmp(ar, "auto"))
@@ -388,11 +390,13 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
         op->buf = send ? (char *)c->task.in : (char *)c->task.out;
         op->bytes = bytes;
         op->peer = c->desc.root;
-        op->send = (uint16_t)send;
+        op->send = (uint8_t)send;
         /* both ends decide alike: from the size and the agreed settings */
-        op->sync = (uint16_t)(f->set.reg && bytes >= f->set.p2p_direct && op->peer != f->rank);
+        op->ll = (uint8_t)(bytes <= f->set.p2p_ll);
+        op->sync = (uint8_t)(!op->ll && f->set.reg && bytes >= f->set.p2p_direct && op->peer != f->rank);
         op->peer_buf = op->sync && (!send || f->p2p_pull) ? peer_view(c, op->buf, bytes) : NULL;
-        mpccl_flat_p2p_geometry(&gp, bytes, &op->ctas, &op->sub);
+        if (op->ll) mpccl_flat_p2p_ll_geometry(&gp, bytes, &op->ctas, &op->sub);
+        else mpccl_flat_p2p_geometry(&gp, bytes, &op->ctas, &op->sub);
         uint32_t *grid = send ? &send_grid : &recv_grid;
         if (op->ctas > *grid) *grid = op->ctas;
     }

@@ -35,6 +35,11 @@ typedef struct mpccl_flat_args {
 
 /* One send or receive of a p2p launch.  Both ends cut a message the same way
  * (from its size alone): ctas CTAs, sub bytes each per chunk.
+ * LL messages (ll = 1, at most MPCCL_FLAT_P2P_LL_BYTES, both ends decide it
+ * from the size alone): the sender stores 16-byte units {4 data bytes, chunk,
+ * 4 data bytes, chunk} straight into the receiver's region and the receiver
+ * polls the units themselves: no fence, no ready flag, and the receiver's
+ * acknowledgement travels off the critical path (sub <= MPCCL_FLAT_P2P_LL_LANE).
  * Direct messages (sync = 1, both ends decide it from the size alone): before
  * the first chunk each end tells the other where its buffer is -- peer_buf,
  * the buffer as the other end's process sees it when it is ncclCommRegister'd
@@ -50,8 +55,10 @@ typedef struct mpccl_flat_p2p_op {
     char *peer_buf; /* sync calls: buf as the peer's process sees it, or NULL (sends: NULL unless pull is on) */
     uint64_t bytes;
     int32_t peer;
-    uint16_t send; /* 1: send, 0: receive */
-    uint16_t sync; /* 1: both ends announce peer_buf before the first chunk */
+    uint8_t send; /* 1: send, 0: receive */
+    uint8_t sync; /* 1: both ends announce peer_buf before the first chunk */
+    uint8_t ll;   /* 1: LL units (data and flag in one store) through the region's LL part; never sync */
+    uint8_t pad;
     uint32_t ctas, sub;
 } mpccl_flat_p2p_op_t;
 

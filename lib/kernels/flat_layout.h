@@ -75,15 +75,34 @@ static inline MPCCL_FLAT_HD uint64_t mpccl_flat_ll_area(uint64_t ll_max)
  *   direct [source N][CTA] 2 x u64            raised by the source before a direct message:
  *                                             {its receive buffer as I see it or 0, first chunk}
  *   pull   [source N][CTA] 2 x u64            raised by the sender of a direct message:
- *                                             {its send buffer as I see it or 0, first chunk} */
+ *                                             {its send buffer as I see it or 0, first chunk}
+ * then the LL part (small messages: data and flag travel together, so there is
+ * no ready flag and no fence; own counters, so LL and staged messages mix):
+ *   ll_ack [destination N][CTA] uint32        raised by the destination in my region: LL
+ *                                             chunks it consumed (written when it awaits the next)
+ *   ll_tx, ll_rx [peer N][CTA] uint32         LL chunks sent to / received from each peer (mine)
+ *   ll     [source N][parity 2][lane][2 * MPCCL_FLAT_P2P_LL_LANE]  LL units */
+#define MPCCL_FLAT_P2P_LL_LANES (MPCCL_FLAT_MAX_CTAS / 2) /* p2p lanes per direction (at most half the grid) */
+#define MPCCL_FLAT_P2P_LL_LANE 4096                       /* data bytes per lane and LL chunk */
 static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_off(int nranks, uint64_t slice_bytes, uint64_t ll_max)
 {
     return mpccl_flat_ll_off(nranks, slice_bytes) + 2ull * (uint64_t)nranks * mpccl_flat_ll_area(ll_max);
 }
-static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_bytes(int nranks, uint64_t p2p_slice)
+/* The LL part, from the start of the p2p part. */
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_ll_off(int nranks, uint64_t p2p_slice)
 {
     return 2ull * (uint64_t)nranks * p2p_slice + 5ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t) +
            4ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint64_t);
+}
+/* The LL units, from the start of the LL part. */
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_ll_units_off(int nranks)
+{
+    return 3ull * (uint64_t)nranks * MPCCL_FLAT_MAX_CTAS * sizeof(uint32_t);
+}
+static inline MPCCL_FLAT_HD uint64_t mpccl_flat_p2p_bytes(int nranks, uint64_t p2p_slice)
+{
+    return mpccl_flat_p2p_ll_off(nranks, p2p_slice) + mpccl_flat_p2p_ll_units_off(nranks) +
+           2ull * (uint64_t)nranks * MPCCL_FLAT_P2P_LL_LANES * 2 * MPCCL_FLAT_P2P_LL_LANE;
 }
 /* Window collectives (calls whose buffers lie in symmetric windows or in
  * registered buffers, flat.h) move no data through the region, only a barrier

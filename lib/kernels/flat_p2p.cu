@@ -31,7 +31,16 @@
  * A sender writes its next announcement to a peer only once the receiver
  * acknowledged the first chunk of the previous one (so it was read; a staged
  * sender may run ahead by two chunks).  The counters stay those of the
- * staged protocol, so all kinds mix freely. */
+ * staged protocol, so all kinds mix freely.
+ * LL messages (op.ll, small): chunk m of a lane (its own counters ll_tx /
+ * ll_rx) goes as 16-byte units {4 data bytes, m, 4 data bytes, m} into the
+ * peer's LL part at [me][m & 1]; the receiver polls the units themselves, so
+ * data and flag cross NVLink once, with no fence.  The receiver acknowledges
+ * m - 1 (ll_ack) when it starts waiting for chunk m, not after consuming m: a
+ * remote store at the end of a kernel would hold its completion for a round
+ * trip.  The sender of m waits for ll_ack >= m - 2, which the receiver wrote
+ * when it began to wait for m - 1, already sent, so no dependency beyond the
+ * staged protocol's appears; stale units of a parity carry m - 2, never m. */
 #include "kernels/flat_impl.cuh"
 
 namespace {
@@ -40,11 +49,14 @@ enum { STAGED = 0, PUSH = 1, PULL = 2 };
 
 struct p2p_state {
     uint32_t chunks[MPCCL_FLAT_P2P_MAX_OPS]; /* chunks this CTA finished, per call */
+    uint32_t ll_chunks[MPCCL_FLAT_P2P_MAX_OPS]; /* LL calls: chunks with data for this lane */
     char *other[MPCCL_FLAT_P2P_MAX_OPS];     /* sync calls: push: the receive buffer; pull: the send buffer */
     uint8_t fin[MPCCL_FLAT_P2P_MAX_OPS];
     uint8_t known[MPCCL_FLAT_P2P_MAX_OPS]; /* sync calls: 1 announced, 2 the other end's announcement read */
     uint8_t mode[MPCCL_FLAT_P2P_MAX_OPS];  /* STAGED, PUSH or PULL */
+    uint8_t ll_acked[MPCCL_FLAT_P2P_MAX_OPS]; /* LL receives: the chunk before the awaited one is acknowledged */
     int act;
+    int ll; /* the chosen chunk is LL */
     uint32_t k;
     uint64_t n; /* bytes of the chosen chunk for this CTA */
     shared_ptrs ptrs;
@@ -88,6 +100,88 @@ struct p2p {
     {
         return (uint32_t *)(a.region[me] + (send ? tx_base() : rx_base())) + (uint64_t)peer * MPCCL_FLAT_MAX_CTAS + g;
     }
+    /* LL part: ll_ack [dst N][CTA], ll_tx [peer N][CTA], ll_rx [peer N][CTA], units */
+    __device__ uint64_t ll_base() const { return a.p2p_off + mpccl_flat_p2p_ll_off(N, a.p2p_slice); }
+    __device__ volatile uint32_t *ll_ack(int r, int dst) const
+    {
+        return (volatile uint32_t *)(a.region[r] + ll_base()) + (uint64_t)dst * MPCCL_FLAT_MAX_CTAS + g;
+    }
+    __device__ uint32_t *ll_counter(int send, int peer) const
+    {
+        return (uint32_t *)(a.region[me] + ll_base()) + ((send ? 1ull : 2ull) * N + peer) * MPCCL_FLAT_MAX_CTAS + g;
+    }
+    __device__ char *ll_slot(int r, int src, uint32_t par) const
+    {
+        return a.region[r] + ll_base() + mpccl_flat_p2p_ll_units_off(N) +
+               (((uint64_t)src * 2 + par) * MPCCL_FLAT_P2P_LL_LANES + g) * (2ull * MPCCL_FLAT_P2P_LL_LANE);
+    }
+    /* Chunks of an LL message that carry data for this lane (an empty lane
+     * part is skipped by both ends alike). */
+    __device__ uint32_t ll_lane_chunks(const mpccl_flat_p2p_op_t &op) const
+    {
+        uint64_t first = (uint64_t)g * op.sub, chunk = (uint64_t)op.ctas * op.sub;
+        return op.bytes > first ? (uint32_t)((op.bytes - first - 1) / chunk + 1) : 0u;
+    }
+    /* Thread 0: whether the first unit of LL chunk m is here (non-blocking). */
+    __device__ bool ll_arrived(const char *unit, uint32_t m) const
+    {
+        [[maybe_unused]] uint32_t x, y;
+        uint32_t f1, f2;
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2)
+                     : "l"(unit)
+                     : "memory");
+        return f1 == m && f2 == m;
+    }
+
+    /* Thread 0: LL call i, if its next chunk can move (else false). */
+    __device__ bool select_ll(const mpccl_flat_p2p_op_t &op, int i, bool *spin) const
+    {
+        uint32_t m = *ll_counter(op.send, op.peer) + 1u, par = m & 1u;
+        uint64_t off = (uint64_t)sh.chunks[i] * op.ctas * op.sub + (uint64_t)g * op.sub;
+        uint64_t n = op.bytes - off < op.sub ? op.bytes - off : op.sub; /* off < bytes: ll_lane_chunks */
+        if (op.send) {
+            /* parity m & 1 last held m - 2 */
+            if ((int32_t)(vload(ll_ack(me, op.peer)) - (m - 2u)) < 0) return false;
+            sh.ptrs.d[0] = ll_slot(op.peer, me, par);
+            sh.ptrs.s[0] = op.buf + off;
+        } else {
+            const char *u = ll_slot(me, op.peer, par);
+            if (!sh.ll_acked[i]) {
+                /* m - 1 is consumed (its loads returned before the barrier
+                 * that ended its chunk): a posted store, no fence, whose
+                 * round trip hides behind the wait for m */
+                *ll_ack(op.peer, me) = m - 1u;
+                sh.ll_acked[i] = 1;
+            }
+            if (!ll_arrived(u, m)) {
+                *spin = true;
+                return false;
+            }
+            sh.ptrs.s[0] = u;
+            sh.ptrs.d[0] = op.buf + off;
+        }
+        sh.act = i;
+        sh.ll = 1;
+        sh.k = m;
+        sh.n = n;
+        return true;
+    }
+    /* All threads: one LL chunk (units of 8 data bytes; any alignment, any tail). */
+    __device__ void move_ll() const
+    {
+        const int64_t nb = (int64_t)sh.n, units = (nb + 7) / 8;
+        const uint32_t m = sh.k;
+        if (ops[sh.act].send) {
+            const char *src = sh.ptrs.s[0];
+            char *dst = sh.ptrs.d[0];
+            for (int64_t u = threadIdx.x; u < units; u += blockDim.x) ll_put(dst + 16 * u, load8(src + 8 * u, nb - 8 * u), m);
+        } else {
+            const char *src = sh.ptrs.s[0];
+            char *dst = sh.ptrs.d[0];
+            for (int64_t u = threadIdx.x; u < units; u += blockDim.x) store8(dst + 8 * u, ll_get(src + 16 * u, m), nb - 8 * u);
+        }
+    }
     /* A direct message has no slot to fit: it is one chunk per CTA, so each
      * CTA streams its whole part and raises one flag (both ends know it is
      * direct once the handshake is done). */
@@ -112,7 +206,7 @@ struct p2p {
     {
         unsigned backoff = 0;
         for (;;) {
-            bool left = false;
+            bool left = false, spin = false;
             for (int i = 0; i < a.nops; i++) {
                 if (sh.fin[i]) continue;
                 left = true;
@@ -121,6 +215,10 @@ struct p2p {
                 for (int j = 0; j < i && !blocked; j++)
                     blocked = !sh.fin[j] && ops[j].peer == op.peer && ops[j].send == op.send;
                 if (blocked) continue;
+                if (op.ll) {
+                    if (select_ll(op, i, &spin)) return;
+                    continue;
+                }
                 uint32_t k = *counter(op.send, op.peer) + 1u, par = k & 1u;
                 if (op.sync && sh.known[i] != 2 && !handshake(op, i, k)) continue;
                 uint64_t sub = sub_of(op, i), off = (uint64_t)sh.chunks[i] * op.ctas * sub + (uint64_t)g * sub;
@@ -149,6 +247,7 @@ struct p2p {
                 }
                 __threadfence(); /* acquire: the slot is free / the chunk is here */
                 sh.act = i;
+                sh.ll = 0;
                 sh.k = k;
                 sh.n = n;
                 return;
@@ -156,6 +255,10 @@ struct p2p {
             if (!left) {
                 sh.act = -1;
                 return;
+            }
+            if (spin) { /* an LL receive: its units land any moment, no sleep */
+                backoff = 0;
+                continue;
             }
             backoff = backoff ? (backoff < 256 ? backoff * 2 : 512) : 16;
             __nanosleep(backoff);
@@ -201,6 +304,12 @@ struct p2p {
         int i = sh.act;
         const mpccl_flat_p2p_op_t &op = ops[i];
         uint32_t k = sh.k;
+        if (sh.ll) { /* the units carry their own flag: nothing to raise */
+            *ll_counter(op.send, op.peer) = k;
+            sh.ll_acked[i] = 0;
+            if (++sh.chunks[i] == sh.ll_chunks[i]) sh.fin[i] = 1;
+            return;
+        }
         __threadfence_system(); /* the data (or our reads of it) before the flag */
         if (op.send) *ready(op.peer, me, k & 1u) = k;
         else *ack(op.peer, me) = k;
@@ -216,13 +325,17 @@ struct p2p {
                 sh.other[i] = NULL;
                 sh.known[i] = 0;
                 sh.mode[i] = STAGED;
-                sh.fin[i] = ops[i].send != sending || (uint32_t)g >= ops[i].ctas || ops[i].bytes == 0;
+                sh.ll_chunks[i] = ops[i].ll ? ll_lane_chunks(ops[i]) : 0u;
+                sh.ll_acked[i] = 0;
+                sh.fin[i] = ops[i].send != sending || (uint32_t)g >= ops[i].ctas || ops[i].bytes == 0 ||
+                            (ops[i].ll && sh.ll_chunks[i] == 0);
             }
         for (;;) {
             if (threadIdx.x == 0) select();
             __syncthreads();
             if (sh.act < 0) break;
-            combine<ncclUint8, OP_SUM>(sh.ptrs.d, 1, sh.ptrs.s, 1, sh.n, 0);
+            if (sh.ll) move_ll();
+            else combine<ncclUint8, OP_SUM>(sh.ptrs.d, 1, sh.ptrs.s, 1, sh.n, 0);
             __syncthreads();
             if (threadIdx.x == 0) post();
         }
@@ -261,6 +374,11 @@ extern "C" mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, 
         h->nranks > MPCCL_FLAT_MAX_RANKS || h->nops < 1 || h->nops > MPCCL_FLAT_P2P_MAX_OPS)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "flat p2p launch: %u CTAs, %d ranks, %d calls", nctas, h->nranks,
                           h->nops);
+    for (int i = 0; i < h->nops; i++) /* an LL lane must fit its part of the region */
+        if (a->ops[i].ll && (a->ops[i].ctas > MPCCL_FLAT_P2P_LL_LANES || a->ops[i].sub > MPCCL_FLAT_P2P_LL_LANE ||
+                             a->ops[i].sub % 16 != 0))
+            return mpccl_fail(MPCCL_ERR_INTERNAL, "flat p2p launch: LL call %d with %u CTAs of %u bytes", i,
+                              a->ops[i].ctas, a->ops[i].sub);
     if (h->nops <= MPCCL_FLAT_P2P_FEW_OPS) launch_with<MPCCL_FLAT_P2P_FEW_OPS>(a, nctas, stream);
     else launch_with<MPCCL_FLAT_P2P_MAX_OPS>(a, nctas, stream);
     cudaError_t e = cudaGetLastError();

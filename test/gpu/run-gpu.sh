@@ -2,7 +2,8 @@
 # make check-gpu: the collective suites on GPUs.  Exits 77 (skip) on a machine
 # without a GPU, never 0.
 #   one process per GPU on all visible GPUs (flat kernels and their forced
-#   variants, the engine with MPCCL_FLAT=0); several processes on one GPU;
+#   variants -- LL send/recv at every size and never among them -- the engine
+#   with MPCCL_FLAT=0); several processes on one GPU;
 #   two simulated nodes (GPU data over UCX through the proxy); ncclCommInitAll
 #   and graph capture inside the engine test; one-sided operations and the
 #   device API; the MPI shim; the Python bindings; a compute-sanitizer pass.
@@ -49,6 +50,11 @@ step sh "$mpi" -t 300 -e MPCCL_FLAT_LL_BYTES=1M -e MPCCL_FLAT_SLICE_BYTES=64K "$
 step sh "$mpi" -t 300 -e MPCCL_FLAT=0 -e MPCCL_FLAT_P2P=0 "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P=0 "$ngpu" test/mpi/test_group
 step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_BYTES=64K "$ngpu" test/mpi/test_group
+# send/recv as LL units at every size (chunked past a chunk of the LL part), and never
+for ll in 64G 0; do
+    step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_LL_BYTES=$ll "$ngpu" test/mpi/test_group
+    step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_LL_BYTES=$ll -e CK_RUN_CASE=p2p "$ngpu" test/mpi/test_coll
+done
 fi
 # every collective, datatype and op checked by the benchmark (-c 1)
 if want perf; then
@@ -70,12 +76,20 @@ step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 3 -C all -
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -W 3 -b 8 -e 64M -f 8 -c 1 -w 1 -n 3
 # send/recv stored straight into registered receive buffers, at every size
 step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 "$ngpu" mpccl-perf -W 3 -C sendrecv -d all -b 1 -e 16M -f 7 -c 1 -w 1 -n 1
+# send/recv as LL units at every size, eager and in CUDA graphs (counters on the device)
+step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_LL_BYTES=64G "$ngpu" mpccl-perf -C sendrecv -d all -b 1 -e 16M -f 7 -c 1 -w 1 -n 3
+step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_LL_BYTES=64G "$ngpu" mpccl-perf -C sendrecv -b 1 -e 4M -f 5 -c 1 -w 1 -n 4 -G 3
 fi
 # several processes on one GPU
 if want shared; then
 step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 3 mpccl-perf -W 3 -C all -b 1 -e 64K -f 61 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 3 mpccl-perf -W 3 -C sendrecv -b 1 -e 4M -f 13 -c 1 -w 1 -n 1
+# send/recv as LL units at every size, and never
+for ll in 64G 0; do
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_LL_BYTES=$ll 3 test/mpi/test_group
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_LL_BYTES=$ll -e CK_RUN_CASE=p2p 3 test/mpi/test_coll
+done
 fi
 # two simulated nodes: the inter-node steps go through the proxy and UCX
 if want nodes; then

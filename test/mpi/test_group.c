@@ -1,6 +1,7 @@
 /* Group semantics: several collectives in one group, several communicators in
  * one group, all-pairs point-to-point in one group (must not deadlock), ordering
- * of several sends to one peer, nesting and misuse (End without Start). */
+ * of several sends to one peer, send/recv shapes (odd sizes and offsets, self,
+ * CUDA graphs), nesting and misuse (End without Start). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,148 @@ START_TEST(test_many_p2p)
 }
 END_TEST
 
+/* Send/recv shapes around the LL path: byte counts from 1 past the LL
+ * threshold (256 KB) and a lane's share (4 KB), buffers at odd offsets, to
+ * the next and the previous rank and to itself in one group (with an empty
+ * message among them); each receive lands between guard bytes that must stay
+ * untouched.  check-gpu runs it with LL forced on for every size
+ * (MPCCL_FLAT_P2P_LL_BYTES huge) and off. */
+enum { P2P_DIRS = 3, P2P_GUARD = 24 };
+static const size_t p2p_shape_bytes[] = {1, 3, 8, 13, 100, 4095, 4097, 65541, 262144, 262147};
+#define P2P_SHAPES (sizeof(p2p_shape_bytes) / sizeof(p2p_shape_bytes[0]))
+
+/* Message d of round i (d: 0 to the next rank, 1 to the previous, 2 to
+ * myself); round 0, direction 2 is empty. */
+static size_t p2p_bytes(size_t i, int d) { return i == 0 && d == 2 ? 0 : p2p_shape_bytes[(i + (size_t)d * 4) % P2P_SHAPES]; }
+static uint64_t p2p_seed(size_t i, int d, int rep) { return t_seed * 131 + i * 7 + (uint64_t)d * 1000 + (uint64_t)rep * 100000; }
+
+typedef struct p2p_round {
+    unsigned char *sbase[P2P_DIRS], *rbase[P2P_DIRS];
+    size_t soff[P2P_DIRS], roff[P2P_DIRS];
+} p2p_round_t;
+
+static void p2p_round_alloc(p2p_round_t *r, size_t i)
+{
+    for (int d = 0; d < P2P_DIRS; d++) {
+        size_t b = p2p_bytes(i, d);
+        r->soff[d] = (i * 3 + (size_t)d) % 8;
+        r->roff[d] = (i * 5 + (size_t)d + 1) % 8;
+        r->sbase[d] = perf_mem_alloc(&t_mem, r->soff[d] + b + 1);
+        r->rbase[d] = perf_mem_alloc(&t_mem, r->roff[d] + b + P2P_GUARD);
+        T_EXPECT(r->sbase[d] && r->rbase[d], "out of memory");
+    }
+}
+
+static void p2p_round_free(p2p_round_t *r)
+{
+    for (int d = 0; d < P2P_DIRS; d++) {
+        perf_mem_free(&t_mem, r->sbase[d]);
+        perf_mem_free(&t_mem, r->rbase[d]);
+    }
+}
+
+/* New send data for replay rep, guards around the receive buffers. */
+static void p2p_round_fill(p2p_round_t *r, size_t i, int rep)
+{
+    perf_data_t d;
+    for (int k = 0; k < P2P_DIRS; k++) {
+        size_t b = p2p_bytes(i, k), rb = r->roff[k] + b + P2P_GUARD;
+        unsigned char *h = malloc(rb > b ? rb : b + 1);
+        T_EXPECT(h != NULL, "out of memory");
+        if (!h) continue;
+        perf_data_init(&d, ncclUint8, PERF_COPY, t_nranks, p2p_seed(i, k, rep));
+        perf_fill(&d, t_rank, 0, b, h);
+        T_EXPECT(perf_mem_put(&t_mem, r->sbase[k] + r->soff[k], h, b) == 0, "upload");
+        memset(h, 0xa5, rb);
+        T_EXPECT(perf_mem_put(&t_mem, r->rbase[k], h, rb) == 0, "upload");
+        free(h);
+    }
+}
+
+/* Receives in the order the peers send: from the previous rank its message
+ * to its next (d 0), from the next rank its message to its previous (d 1),
+ * from myself (d 2); with 2 ranks both peers are one, whose sends come in
+ * that order too. */
+static void p2p_round_launch(p2p_round_t *r, size_t i)
+{
+    int n = t_nranks, next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
+    const int to[P2P_DIRS] = {next, prev, t_rank}, from[P2P_DIRS] = {prev, next, t_rank};
+    T_NCCL(ncclGroupStart());
+    for (int d = 0; d < P2P_DIRS; d++)
+        T_RESULT(ncclSend(r->sbase[d] + r->soff[d], p2p_bytes(i, d), ncclUint8, to[d], t_comm, t_mem.stream),
+                 ncclSuccess, t_comm);
+    for (int d = 0; d < P2P_DIRS; d++)
+        T_RESULT(ncclRecv(r->rbase[d] + r->roff[d], p2p_bytes(i, d), ncclUint8, from[d], t_comm, t_mem.stream),
+                 ncclSuccess, t_comm);
+    T_NCCL(ncclGroupEnd());
+}
+
+static void p2p_round_check(p2p_round_t *r, size_t i, int rep)
+{
+    int n = t_nranks, next = (t_rank + 1) % n, prev = (t_rank + n - 1) % n;
+    const int from[P2P_DIRS] = {prev, next, t_rank};
+    perf_data_t d;
+    for (int k = 0; k < P2P_DIRS; k++) {
+        size_t b = p2p_bytes(i, k), rb = r->roff[k] + b + P2P_GUARD, guards = 0, wrong;
+        unsigned char *h = malloc(rb);
+        char msg[400] = "";
+        T_EXPECT(h && perf_mem_get(&t_mem, h, r->rbase[k], rb) == 0, "download");
+        if (!h) continue;
+        perf_data_init(&d, ncclUint8, PERF_COPY, n, p2p_seed(i, k, rep));
+        wrong = perf_check_copy(&d, from[k], 0, b, h + r->roff[k], msg, sizeof(msg));
+        for (size_t j = 0; j < rb; j++)
+            if ((j < r->roff[k] || j >= r->roff[k] + b) && h[j] != 0xa5) guards++;
+        T_EXPECT(wrong == 0 && guards == 0,
+                 "replay %d: %zu bytes from rank %d (send offset %zu there, receive offset %zu): %zu wrong, %zu guard "
+                 "bytes changed: %s", rep, b, from[k], r->soff[k], r->roff[k], wrong, guards, msg);
+        free(h);
+    }
+}
+
+START_TEST(test_p2p_shapes)
+{
+    for (size_t i = 0; i < P2P_SHAPES; i++) {
+        p2p_round_t r;
+        p2p_round_alloc(&r, i);
+        p2p_round_fill(&r, i, 0);
+        p2p_round_launch(&r, i);
+        T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream synchronize failed");
+        p2p_round_check(&r, i, 0);
+        p2p_round_free(&r);
+    }
+    T_END();
+}
+END_TEST
+
+/* The same groups captured into CUDA graphs (GPU buffers) and replayed with
+ * new data each time: nothing a replay depends on may be baked in at capture
+ * (counters and parities live on the device). */
+START_TEST(test_p2p_graph)
+{
+    static const size_t rounds[] = {1, 4, 7, 9};
+    for (size_t k = 0; k < sizeof(rounds) / sizeof(rounds[0]) && t_mem.gpu; k++) {
+        size_t i = rounds[k];
+        p2p_round_t r;
+        p2p_round_alloc(&r, i);
+        T_EXPECT(perf_mem_capture_begin(&t_mem) == 0, "begin capture");
+        p2p_round_launch(&r, i);
+        void *graph = perf_mem_capture_end(&t_mem);
+        T_EXPECT(graph != NULL, "end capture / instantiate");
+        for (int rep = 0; rep < 3 && graph; rep++) {
+            p2p_round_fill(&r, i, rep + 1);
+            T_EXPECT(perf_mem_graph_launch(&t_mem, graph) == 0, "graph launch");
+            /* an eager group between replays shares the counters */
+            if (rep == 1) p2p_round_launch(&r, i);
+            T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream synchronize failed");
+            p2p_round_check(&r, i, rep + 1);
+        }
+        if (graph) perf_mem_graph_free(graph);
+        p2p_round_free(&r);
+    }
+    T_END();
+}
+END_TEST
+
 START_TEST(test_group_usage)
 {
     slot_t s;
@@ -270,6 +413,8 @@ static Suite *group_suite(void)
     tcase_add_test(tc, test_all_pairs_p2p);
     tcase_add_test(tc, test_p2p_order);
     tcase_add_test(tc, test_many_p2p);
+    tcase_add_test(tc, test_p2p_shapes);
+    tcase_add_test(tc, test_p2p_graph);
     tcase_add_test(tc, test_group_usage);
     suite_add_tcase(s, tc);
     return s;

@@ -111,6 +111,43 @@ START_TEST(p2p_geometry)
 }
 END_TEST
 
+/* LL send/recv: lanes fit the region's LL part, every lane's part is whole
+ * 16-byte units, and the lanes' chunks cover the message exactly once (the
+ * kernel's per-lane chunk count, flat_p2p.cu ll_lane_chunks). */
+START_TEST(p2p_ll_geometry)
+{
+    static const uint64_t bytes[] = {1, 7, 15, 16, 17, 100, 4095, 4096, 4097, 65535, 65537, 262144, 262145,
+                                     1 << 20, (1ull << 24) + 9};
+    for (int w = 0; w < 3; w++)
+        for (size_t ri = 0; ri < sizeof(ranks) / sizeof(ranks[0]); ri++) {
+            mpccl_flat_geom_params_t p = settings(ranks[ri], w);
+            for (size_t b = 0; b < sizeof(bytes) / sizeof(bytes[0]); b++) {
+                uint32_t ctas, sub;
+                mpccl_flat_p2p_ll_geometry(&p, bytes[b], &ctas, &sub);
+                uint32_t cap = p.p2p_ctas ? p.p2p_ctas : 64, half = p.max_ctas > 1 ? p.max_ctas / 2 : 1;
+                ck_assert_uint_ge(ctas, 1);
+                ck_assert_uint_le(ctas, half < cap ? half : cap);
+                ck_assert_uint_le(ctas, MPCCL_FLAT_P2P_LL_LANES);
+                ck_assert_uint_ge(sub, 16);
+                ck_assert_uint_le(sub, MPCCL_FLAT_P2P_LL_LANE);
+                ck_assert_uint_eq(sub % 16, 0);
+                /* lane g, chunk c covers [c * ctas * sub + g * sub, + sub) clipped to the message */
+                uint64_t covered = 0, chunk = (uint64_t)ctas * sub;
+                for (uint32_t g = 0; g < ctas; g++) {
+                    uint64_t first = (uint64_t)g * sub;
+                    uint64_t nch = bytes[b] > first ? (bytes[b] - first - 1) / chunk + 1 : 0;
+                    for (uint64_t c = 0; c < nch; c++) {
+                        uint64_t off = c * chunk + first;
+                        ck_assert_uint_lt(off, bytes[b]);
+                        covered += bytes[b] - off < sub ? bytes[b] - off : sub;
+                    }
+                }
+                ck_assert_uint_eq(covered, bytes[b]);
+            }
+        }
+}
+END_TEST
+
 /* Window collectives: the CTA parts are whole 16-byte vectors, within the
  * grid limit, and together cover the block without an empty CTA (the kernel
  * rounds the two-shot block up to whole vectors: still covered). */
@@ -162,6 +199,13 @@ START_TEST(region_layout)
                 ck_assert_uint_eq(mpccl_flat_ll_area(ll) % 16, 0);
                 uint64_t wo = mpccl_flat_win_off(n, sl, ll, 4 << 20);
                 ck_assert_uint_eq(wo, po + mpccl_flat_p2p_bytes(n, 4 << 20));
+                /* the p2p LL part after the staged words: three words per peer and CTA, then 16-byte aligned units
+                 * [source][parity][lane][2 * lane bytes], ending where the window barrier starts */
+                uint64_t llo = po + mpccl_flat_p2p_ll_off(n, 4 << 20), lu = llo + mpccl_flat_p2p_ll_units_off(n);
+                ck_assert_uint_eq(llo, po + 2ull * n * (4 << 20) + (5ull * 4 + 4ull * 8) * n * MPCCL_FLAT_MAX_CTAS);
+                ck_assert_uint_eq(lu, llo + 3ull * n * MPCCL_FLAT_MAX_CTAS * 4);
+                ck_assert_uint_eq(lu % 16, 0);
+                ck_assert_uint_eq(wo, lu + 2ull * n * MPCCL_FLAT_P2P_LL_LANES * 2 * MPCCL_FLAT_P2P_LL_LANE);
                 ck_assert_uint_eq(wo % 16, 0);
                 /* the window barrier: a flag per source and CTA, an epoch per CTA, then two
                  * 8-byte pointers per source and CTA (16-byte aligned, after the words) */
@@ -180,6 +224,7 @@ int main(void)
     TCase *tc = tcase_create("geometry");
     tcase_add_test(tc, collective_geometry);
     tcase_add_test(tc, p2p_geometry);
+    tcase_add_test(tc, p2p_ll_geometry);
     tcase_add_test(tc, window_geometry);
     tcase_add_test(tc, region_layout);
     suite_add_tcase(s, tc);
