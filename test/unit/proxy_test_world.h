@@ -240,4 +240,33 @@ static inline void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpc
             }
 }
 
+/* One Check case per behaviour (so CK_RUN_CASE picks one), each bounded in
+ * time; the seed from MPCCL_TEST_SEED or the clock, printed.  Returns the
+ * exit status. */
+typedef struct proxy_test_case {
+    const char *name;
+    const TTest *t;
+    int loops; /* 0: one run */
+} proxy_test_case_t;
+
+static inline int proxy_test_main(const char *suite, const proxy_test_case_t *cases, size_t n)
+{
+    const char *s = getenv("MPCCL_TEST_SEED");
+    seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
+    printf("test_%s: seed %llu (MPCCL_TEST_SEED)\n", suite, (unsigned long long)seed);
+    Suite *su = suite_create(suite);
+    for (size_t i = 0; i < n; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_set_timeout(tc, 120);
+        if (cases[i].loops) tcase_add_loop_test(tc, cases[i].t, 0, cases[i].loops);
+        else tcase_add_test(tc, cases[i].t);
+        suite_add_tcase(su, tc);
+    }
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
+
 #endif

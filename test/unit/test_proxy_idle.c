@@ -208,22 +208,7 @@ END_TEST
 
 int main(void)
 {
-    const char *s = getenv("MPCCL_TEST_SEED");
-    seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
-    printf("test_proxy_idle: seed %llu (MPCCL_TEST_SEED)\n", (unsigned long long)seed);
-    Suite *su = suite_create("proxy_idle");
-    struct { const char *name; const TTest *t; int loops; } cases[] = {
+    const proxy_test_case_t cases[] = {
         {"idle", test_idle_cpu, 3}, {"after_burst", test_idle_after_burst, 0}, {"wake", test_wake_unannounced, 0}};
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 120);
-        if (cases[i].loops) tcase_add_loop_test(tc, cases[i].t, 0, cases[i].loops);
-        else tcase_add_test(tc, cases[i].t);
-        suite_add_tcase(su, tc);
-    }
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return proxy_test_main("proxy_idle", cases, sizeof(cases) / sizeof(cases[0]));
 }
