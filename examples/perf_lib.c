@@ -8,6 +8,19 @@
 
 #include "perf_coll.h"
 
+/* AddressSanitizer's dlopen refuses RTLD_DEEPBIND (it would bind the library's
+ * malloc past the sanitizer's). */
+#if defined(__SANITIZE_ADDRESS__)
+#define PERF_LIB_NO_DEEPBIND 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PERF_LIB_NO_DEEPBIND 1
+#endif
+#endif
+#ifndef PERF_LIB_NO_DEEPBIND
+#define PERF_LIB_NO_DEEPBIND 0
+#endif
+
 void perf_lib_linked(perf_nccl_t *t)
 {
     static const perf_nccl_t linked = PERF_NCCL_LINKED;
@@ -47,8 +60,13 @@ int perf_lib_open(perf_nccl_t *t, const char *path, char *err, size_t errlen)
 {
     /* DEEPBIND: the library's own calls to nccl* (and to its private helpers)
      * bind inside it, never to the same names in mpccl, which the program links. */
+#if PERF_LIB_NO_DEEPBIND
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    const char *how = "dlopen(RTLD_NOW|RTLD_LOCAL) (no RTLD_DEEPBIND: AddressSanitizer does not support it)";
+#else
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     const char *how = "dlopen(RTLD_NOW|RTLD_LOCAL|RTLD_DEEPBIND)";
+#endif
     if (h == NULL) {
         snprintf(err, errlen, "dlopen %s: %s", path, dlerror());
         return -1;
@@ -57,6 +75,13 @@ int perf_lib_open(perf_nccl_t *t, const char *path, char *err, size_t errlen)
         /* The loader matched an object already loaded (the same file as the
          * linked mpccl): only a new link-map namespace gives a second copy. */
         dlclose(h);
+#if PERF_LIB_NO_DEEPBIND
+        /* A new namespace would load a second sanitizer runtime. */
+        snprintf(err, errlen,
+                 "%s is the linked library: a second copy of it needs dlmopen, which AddressSanitizer does "
+                 "not support; pass a copy of the file instead", path);
+        return -1;
+#endif
         h = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
         how = "dlmopen(LM_ID_NEWLM, RTLD_NOW|RTLD_LOCAL) (the file is the linked library)";
         if (h == NULL) {

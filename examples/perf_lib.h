@@ -39,7 +39,9 @@ typedef struct perf_nccl {
 void perf_lib_linked(perf_nccl_t *t);
 /* Loads path privately: dlopen(RTLD_LOCAL | RTLD_DEEPBIND), and if that returns
  * the already loaded linked library (same file), dlmopen(LM_ID_NEWLM) so the
- * second copy is a distinct instance.  0 on success, else err says why. */
+ * second copy is a distinct instance.  Built with AddressSanitizer: without
+ * RTLD_DEEPBIND (t->how says so), and the linked file itself is refused.
+ * 0 on success, else err says why. */
 int perf_lib_open(perf_nccl_t *t, const char *path, char *err, size_t errlen);
 /* 1 if t and the linked library are distinct instances (ncclAllReduce and
  * ncclGetUniqueId at different addresses). */

@@ -80,12 +80,15 @@ static int misaligned(const region_t *a, const region_t *b, uint64_t cnt, mpccl_
            a->buf != MPCCL_BUF_TMP && b->buf != MPCCL_BUF_TMP;
 }
 
-/* Adds r to the regions [first, cs->n) of the step being built; 0 if full. */
-static int cover_add(cover_set_t *cs, size_t first, const region_t *r, mpccl_status_t *st)
+/* Adds *add to the regions [first, cs->n) of the step being built; 0 if full.
+ * add may point into cs->r (a dependency's regions), which the growth below
+ * moves: it is copied first. */
+static int cover_add(cover_set_t *cs, size_t first, const region_t *add, mpccl_status_t *st)
 {
+    const region_t r = *add;
     for (size_t k = first; k < cs->n; k++)
-        if (cs->r[k].buf == r->buf && cs->r[k].off == r->off) {
-            cs->r[k].write |= r->write;
+        if (cs->r[k].buf == r.buf && cs->r[k].off == r.off) {
+            cs->r[k].write |= r.write;
             return 1;
         }
     if (cs->n - first >= COVER_MAX) return 0;
@@ -99,7 +102,7 @@ static int cover_add(cover_set_t *cs, size_t first, const region_t *r, mpccl_sta
         cs->r = p;
         cs->cap = ncap;
     }
-    cs->r[cs->n++] = *r;
+    cs->r[cs->n++] = r;
     return 1;
 }
 

@@ -20,6 +20,17 @@ if [ "${ngpu:-0}" -eq 0 ]; then
     exit 77
 fi
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# A --enable-sanitizers build (doc/TESTING.md): the sanitizers' options from
+# test/sanitizers/env.sh (leak checking, lsan.supp, protect_shadow_gap=0 for the
+# CUDA driver); programs that are not instrumented get the ASan runtime
+# preloaded ahead of mpccl; compute-sanitizer does not run beside ASan.
+[ -z "${MPCCL_TEST_SANITIZER_ENV:-}" ] && [ -f "$top_builddir/test/sanitizers/env.sh" ] &&
+    . "$top_builddir/test/sanitizers/env.sh"
+asan_pre=
+[ -n "${MPCCL_TEST_ASAN_PRELOAD:-}" ] && asan_pre=$MPCCL_TEST_ASAN_PRELOAD:
+if [ "${MPCCL_TEST_SANITIZERS:-}" = yes ]; then
+    echo "##### sanitizer build: ASAN_OPTIONS=$ASAN_OPTIONS LSAN_OPTIONS=$LSAN_OPTIONS"
+fi
 status=0
 step() {
     echo "##### $*"
@@ -128,25 +139,35 @@ fi
 # the MPI shim on device buffers
 if want shim && [ -x "$top_builddir/test/shim/test_shim" ]; then
     step timeout 300 ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
-        -x LD_PRELOAD="$top_builddir/.libs/libmpccl_shim.so" "$top_builddir/test/shim/test_shim" --gpu --expect route
+        -x LD_PRELOAD="$asan_pre$top_builddir/.libs/libmpccl_shim.so" \
+        ${MPCCL_TEST_ASAN_MPI_OPTIONS:+-x ASAN_OPTIONS=$ASAN_OPTIONS:$MPCCL_TEST_ASAN_MPI_OPTIONS} \
+        "$top_builddir/test/shim/test_shim" --gpu --expect route
 fi
 # the Python bindings on GPU buffers (CuPy / PyTorch when present)
 py=
 for cand in ${PYTHON:-} /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
     if [ -n "$cand" ] && "$cand" -c 'import mpi4py, pytest' >/dev/null 2>&1; then py=$cand; break; fi
 done
+# (sanitizer build: python3 gets the ASan runtime preloaded, without leak
+# checking -- CPython keeps its objects until exit; see python/run-pytest.sh)
+pypre=
+[ -n "$asan_pre" ] && pypre="-x LD_PRELOAD=$MPCCL_TEST_ASAN_PRELOAD -x ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0"
 if want python && [ -n "$py" ]; then
+    # shellcheck disable=SC2086
     step timeout 300 env PYTHONPATH="$here/../../python" MPCCL_LIBRARY="$top_builddir/.libs/libmpccl.so" \
-        ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
+        ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none $pypre \
         -x PYTHONPATH -x MPCCL_LIBRARY "$py" -m pytest -q -p no:cacheprovider "$here/../../python/tests_gpu"
+    # shellcheck disable=SC2086
     step timeout 120 env PYTHONPATH="$here/../../python" MPCCL_LIBRARY="$top_builddir/.libs/libmpccl.so" \
-        ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none \
+        ${MPIRUN:-mpirun} -np "$ngpu" --oversubscribe --bind-to none $pypre \
         -x PYTHONPATH -x MPCCL_LIBRARY "$py" "$here/../../examples/python/allreduce.py"
 elif want python; then
     echo "##### SKIP python: no interpreter with mpi4py and pytest (set PYTHON=...)"
 fi
 # memory and race checking of a small configuration
-if want sanitizer && command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$top_builddir/test/gpu/test_engine" ]; then
+if want sanitizer && [ "${MPCCL_TEST_SANITIZERS:-}" = yes ]; then
+    echo "##### SKIP sanitizer: compute-sanitizer cannot run an AddressSanitizer build (use a normal build)"
+elif want sanitizer && command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$top_builddir/test/gpu/test_engine" ]; then
     MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 "$top_builddir/test/gpu/test_engine"
     # racecheck slows kernels by orders of magnitude: the quick matrix without the 4 MB cases
     MPCCL_TEST_LEVEL=0 step compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 1 \

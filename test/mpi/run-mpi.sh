@@ -30,6 +30,10 @@ nplist=$1
 shift
 prog=${top_builddir:-.}/$1
 shift
+# the sanitizers' options in a --enable-sanitizers build (make check sets them already)
+[ -z "${MPCCL_TEST_SANITIZER_ENV:-}" ] && [ -f "${top_builddir:-.}/test/sanitizers/env.sh" ] &&
+    . "${top_builddir:-.}/test/sanitizers/env.sh"
+[ -n "${MPCCL_TEST_ASAN_MPI_OPTIONS:-}" ] && ASAN_OPTIONS=$ASAN_OPTIONS:$MPCCL_TEST_ASAN_MPI_OPTIONS
 
 mpirun=${MPIRUN:-$(command -v mpirun 2>/dev/null)}
 if [ -z "$mpirun" ] || ! command -v "$mpirun" >/dev/null 2>&1; then
@@ -53,7 +57,8 @@ done
 # the suites' per-test watchdog fires well before timeout(1) kills mpirun
 MPCCL_TEST_TIMEOUT=${MPCCL_TEST_TIMEOUT:-$((limit / 2))}
 export MPCCL_TEST_TIMEOUT
-for v in MPCCL_TEST_LEVEL MPCCL_TEST_SEED MPCCL_TEST_TIMEOUT MPCCL_DEBUG MPCCL_DEBUG_SUBSYS MPCCL_ALGO; do
+for v in MPCCL_TEST_LEVEL MPCCL_TEST_SEED MPCCL_TEST_TIMEOUT MPCCL_DEBUG MPCCL_DEBUG_SUBSYS MPCCL_ALGO \
+    ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do
     eval "isset=\${$v+x}"
     [ -n "$isset" ] && case " $envvars " in *" $v "*) ;; *) envvars="$envvars $v" ;; esac
 done

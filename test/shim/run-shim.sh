@@ -14,6 +14,13 @@ top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
 shim=$(cd "$top_builddir" && pwd)/.libs/libmpccl_shim.so
 prog=$top_builddir/test/shim/test_shim
 mpirun=${MPIRUN:-$(command -v mpirun 2>/dev/null)}
+# A --enable-sanitizers build: the options, and the ASan runtime to preload
+# ahead of the shim (test_shim itself is not instrumented).
+[ -z "${MPCCL_TEST_SANITIZER_ENV:-}" ] && [ -f "$top_builddir/test/sanitizers/env.sh" ] &&
+    . "$top_builddir/test/sanitizers/env.sh"
+preload=$shim
+[ -n "${MPCCL_TEST_ASAN_PRELOAD:-}" ] && preload=$MPCCL_TEST_ASAN_PRELOAD:$shim
+[ -n "${MPCCL_TEST_ASAN_MPI_OPTIONS:-}" ] && ASAN_OPTIONS=$ASAN_OPTIONS:$MPCCL_TEST_ASAN_MPI_OPTIONS
 if [ -z "$mpirun" ] || ! "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
     echo "SKIP: needs Open MPI's mpirun (-x forwarding); set MPIRUN"
     exit 77
@@ -37,10 +44,10 @@ status=0
 run() {
     np=$1
     shift
-    xs="-x LD_PRELOAD=$shim"
+    xs="-x LD_PRELOAD=$preload"
     while [ "$1" != "--" ]; do xs="$xs -x $1"; shift; done
     shift
-    echo "=== np $np: $xs $*" | sed "s|$shim|libmpccl_shim.so|"
+    echo "=== np $np: $xs $*" | sed "s|$preload|${MPCCL_TEST_ASAN_PRELOAD:+libasan:}libmpccl_shim.so|"
     start=$(date +%s)
     # shellcheck disable=SC2086
     $timeout_cmd "$mpirun" -np "$np" --oversubscribe --bind-to none --mca btl ^openib \

@@ -86,6 +86,7 @@ program test_shim_f
 
     call MPI_Allreduce(MPI_IN_PLACE, bad, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
     if (me == 0) print '(a, i0, a)', 'test_shim_f: ', bad, ' failures'
+    deallocate(s, g, cnt)  ! (a leak to a leak checker otherwise)
     call MPI_Finalize(ierr)
     if (bad /= 0) stop 1
 

@@ -146,6 +146,47 @@ START_TEST(long_chain_bounded)
 }
 END_TEST
 
+/* Regions past 1024, 2048 and 4096 (the region set grows by reallocation): a
+ * long local chain copies each dependency's regions into the new step's, so
+ * the growth must not move the region being copied.  A prefix of p unrelated
+ * steps shifts where each growth lands; the chain's verdicts must not depend on
+ * it. */
+static mpccl_dev_dep_t *chain_after_prefix(int p, int len, mpccl_sched_t *s)
+{
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, s, 0, 2), MPCCL_OK);
+    for (int k = 0; k < p; k++) mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, (uint64_t)k * 64), 64, NULL, 0);
+    uint32_t prev = MPCCL_NONE;
+    for (int k = 0; k < len; k++) prev = mpccl_b_recv(&b, 1, R(MPCCL_BUF_TMP, (uint64_t)k * 64), 64, MPCCL_DEPS(prev));
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    return convert(s, MPCCL_INOUT_DISTINCT, 0, NULL);
+}
+
+START_TEST(many_regions)
+{
+    enum { LEN = 1200 };
+    mpccl_sched_t ref;
+    mpccl_dev_dep_t *want = chain_after_prefix(0, LEN, &ref);
+    int nonlocal = 0;
+    for (uint32_t i = 1; i < ref.nsteps; i++) nonlocal += !local_of(&ref, want, i, 0);
+    /* bounded chains: some dependencies wait for all CTAs, most do not */
+    ck_assert_int_ge(nonlocal, LEN / 20);
+    ck_assert_int_le(nonlocal, LEN / 5);
+    for (int p = 1; p <= 13; p++) {
+        mpccl_sched_t s;
+        mpccl_dev_dep_t *got = chain_after_prefix(p, LEN, &s);
+        for (uint32_t i = 1; i < ref.nsteps; i++)
+            ck_assert_msg(local_of(&s, got, (uint32_t)p + i, 0) == local_of(&ref, want, i, 0),
+                          "prefix %d: chain step %u local %d, %d without the prefix", p, i,
+                          local_of(&s, got, (uint32_t)p + i, 0), local_of(&ref, want, i, 0));
+        free(got);
+        mpccl_sched_free(&s);
+    }
+    free(want);
+    mpccl_sched_free(&ref);
+}
+END_TEST
+
 START_TEST(in_out_relation)
 {
     mpccl_sched_t s;
@@ -428,6 +469,7 @@ int main(void)
     tcase_add_test(tc, count_and_alignment);
     tcase_add_test(tc, transitive_chain);
     tcase_add_test(tc, long_chain_bounded);
+    tcase_add_test(tc, many_regions);
     tcase_add_test(tc, in_out_relation);
     tcase_add_test(tc, real_plans_sound);
     tcase_add_test(tc, image_layout);
