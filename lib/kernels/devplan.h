@@ -1,5 +1,5 @@
 /* The device form of a schedule and of the links between ranks: the contract
- * between the host side of the GPU executor (lib/gpu_*.c, lib/proxy.c) and the
+ * between the host side of the GPU executor (lib/gpu_*.c, lib/gpu/gpu_proxy.c) and the
  * device engine (lib/kernels/engine.cu).  Plain C, included by C and CUDA.
  * See doc/GPU_DESIGN.md. */
 #ifndef MPCCL_DEVPLAN_H
@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-/* Step kinds and buffer ids are those of lib/schedule.h (MPCCL_STEP_*, MPCCL_BUF_*). */
+/* Step kinds and buffer ids are those of lib/algo/algo_schedule.h (MPCCL_STEP_*, MPCCL_BUF_*). */
 
 /* One step as the device reads it (32-bit fields where the host form has wider
  * ones that cannot exceed 32 bits). */
@@ -103,7 +103,7 @@ typedef struct mpccl_engine_args {
     uint64_t divisor;             /* STEP_DIVIDE */
     unsigned char scalar[8];      /* STEP_SCALE: one element of dtype */
     uint32_t *proxy_count;        /* between nodes: launches finished (device memory) ... */
-    uint32_t *proxy_done;         /* ... stored here by the last CTA (pinned; lib/proxy.h) */
+    uint32_t *proxy_done;         /* ... stored here by the last CTA (pinned; lib/gpu/gpu_proxy.h) */
 } mpccl_engine_args_t;
 
 /* Partition of a step's count among the CTAs: CTA g owns elements

@@ -1,7 +1,7 @@
 /* The device engine: one launch runs one rank's device plan, every CTA on its
  * partition of every step (doc/GPU_DESIGN.md, "One kernel per call").
  *
- * A CTA mirrors the host engine (lib/exec_host.c): it keeps a window of its
+ * A CTA mirrors the host engine (lib/host/host_exec.c): it keeps a window of its
  * first plan->window unfinished steps, and makes non-blocking progress on any
  * step of the window whose dependencies are met --
  * a compute step runs whole, a SEND moves one piece when a slot is free, a RECV
@@ -27,9 +27,9 @@
 
 #include "nccl.h" /* before extern "C": it includes C++ CUDA headers */
 extern "C" {
-#include "schedule.h"
-#include "status.h"
-#include "gpu_plan.h"
+#include "algo/algo_schedule.h"
+#include "util/status.h"
+#include "gpu/gpu_plan.h"
 }
 #include "kernels/elementwise.cuh"
 #include "kernels/engine.h"

@@ -1,5 +1,5 @@
 /* The device engine (engine.cu): one launch runs one rank's device plan
- * (lib/gpu_plan.h) over the links of its communicator (lib/kernels/devplan.h).
+ * (lib/gpu/gpu_plan.h) over the links of its communicator (lib/kernels/devplan.h).
  * C linkage; see doc/GPU_DESIGN.md, "One kernel per call". */
 #ifndef MPCCL_ENGINE_H
 #define MPCCL_ENGINE_H
@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/devplan.h"
-#include "status.h"
+#include "util/status.h"
 
 #ifdef __cplusplus
 extern "C" {

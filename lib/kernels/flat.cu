@@ -6,7 +6,7 @@
 
 #include "nccl.h"
 extern "C" {
-#include "status.h"
+#include "util/status.h"
 }
 #include "kernels/flat.h"
 

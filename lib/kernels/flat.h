@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/flat_layout.h"
-#include "status.h"
+#include "util/status.h"
 
 #ifdef __cplusplus
 extern "C" {

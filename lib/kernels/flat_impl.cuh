@@ -30,7 +30,7 @@
 
 #include "nccl.h"
 extern "C" {
-#include "status.h"
+#include "util/status.h"
 }
 #include "kernels/elementwise.cuh"
 #include "kernels/flat.h"

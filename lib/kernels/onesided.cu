@@ -3,7 +3,7 @@
 
 #include "kernels/onesided.h"
 extern "C" {
-#include "cuda_rt.h" /* a C header without its own linkage block */
+#include "gpu/gpu_cuda_rt.h" /* a C header without its own linkage block */
 }
 
 // The data of the put was written by the copy that precedes this kernel on

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 
-#include "status.h"
+#include "util/status.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
 #include "kernels/onesided_remote.h"
 #include "kernels/proxy_done.cuh"
 extern "C" {
-#include "cuda_rt.h" /* a C header without its own linkage block */
+#include "gpu/gpu_cuda_rt.h" /* a C header without its own linkage block */
 }
 
 static_assert(sizeof(mpccl_os_msg_hdr_t) == MPCCL_OS_HDR_BYTES, "header size");

@@ -1,5 +1,5 @@
 /* Kernels of one-sided operations with peers on other nodes, on GPU
- * communicators (onesided_remote.cu, host side lib/onesided_remote.c).  The
+ * communicators (onesided_remote.cu, host side lib/onesided/onesided_remote.c).  The
  * proxy's one-sided channel carries each put in pieces: one slot of pinned
  * host memory per piece, a header followed by up to slot_bytes - header bytes
  * of data.  C linkage; graph-capturable (piece numbers are reserved on the
@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/devplan.h"
-#include "status.h"
+#include "util/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,7 +42,7 @@ typedef struct mpccl_os_remote_put {
     uint64_t offset;
     uint32_t win_id, sig;   /* as in the header; sig set on the last piece only */
     uint32_t *proxy_count;  /* puts finished (device memory), stored into proxy_done */
-    uint32_t *proxy_done;   /* (pinned) once the last piece is raised (lib/proxy.h) */
+    uint32_t *proxy_done;   /* (pinned) once the last piece is raised (lib/gpu/gpu_proxy.h) */
 } mpccl_os_remote_put_t;
 
 /* Copies src into the channel's slots piece by piece (waiting for free slots)

@@ -1,4 +1,4 @@
-// The end of a launch the proxy serves (lib/proxy.h, mpccl_proxy_post).
+// The end of a launch the proxy serves (lib/gpu/gpu_proxy.h, mpccl_proxy_post).
 #ifndef MPCCL_KERNELS_PROXY_DONE_CUH
 #define MPCCL_KERNELS_PROXY_DONE_CUH
 

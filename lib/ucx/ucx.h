@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <ucp/api/ucp.h>
-#include "status.h"
-#include "transport.h"
+#include "util/status.h"
+#include "core/transport.h"
 
 /* Lives inside every UCX request (ucp_params_t.request_size): ties an in-flight
  * UCX operation to its caller's mpccl_req_t without a separate allocation, and

@@ -4,7 +4,7 @@
  * may outlive any single user of it. */
 #include <pthread.h>
 #include <string.h>
-#include "log.h"
+#include "util/log.h"
 #include "ucx.h"
 
 static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;

@@ -1,13 +1,13 @@
 /* Memory registration and remote keys for one-sided operations over UCX
  * (windows, signal areas).  The put and atomic-add themselves are the
- * transport's ops (lib/transport.h); this is what they need around them. */
+ * transport's ops (lib/core/transport.h); this is what they need around them. */
 #ifndef MPCCL_UCX_RMA_H
 #define MPCCL_UCX_RMA_H
 
 #include <stddef.h>
 #include <ucp/api/ucp.h>
-#include "status.h"
-#include "transport.h"
+#include "util/status.h"
+#include "core/transport.h"
 
 /* The worker / the endpoint to peer of a UCX transport; NULL when t is not
  * one (or peer is out of range).  ucx_transport.c. */

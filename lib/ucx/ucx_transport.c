@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "config.h"
-#include "log.h"
+#include "util/config.h"
+#include "util/log.h"
 #include "ucx.h"
 #include "ucx_rma.h"
 
@@ -36,7 +36,7 @@ typedef struct mpccl_ucx_tp {
     ucp_err_handling_mode_t err_mode;
 } mpccl_ucx_tp_t;
 
-/* Settings (lib/config.c): MPCCL_UCX_IDLE_US, MPCCL_UCX_SPIN_US, MPCCL_UCX_ERR_MODE. */
+/* Settings (lib/util/config.c): MPCCL_UCX_IDLE_US, MPCCL_UCX_SPIN_US, MPCCL_UCX_ERR_MODE. */
 static long us_setting(const char *name, long dflt)
 {
     int64_t x = mpccl_config_int(name);

@@ -3,7 +3,7 @@
  * device memory, NVLINK-kind links with plain device pointers -- every
  * collective with every algorithm planned per rank, uploaded, and launched on N
  * streams at once.  The bytes every rank's buffers end up with must equal, bit
- * for bit, what the host engine (lib/exec_host.c, through the simulated
+ * for bit, what the host engine (lib/host/host_exec.c, through the simulated
  * transport of test/unit/sim_exec.c) makes of the same schedules and inputs:
  * 12 datatypes x sum/prod/max/min/avg, counts 0..65537 (and 4M elements),
  * in place and not, misaligned buffers.  Also: a plan launched twice, a launch
@@ -19,8 +19,8 @@
 
 #include "nccl.h"
 extern "C" {
-#include "algo.h"
-#include "gpu_plan.h"
+#include "algo/algo.h"
+#include "gpu/gpu_plan.h"
 #include "../unit/sim_exec.h"
 }
 #include "kernels/engine.h"

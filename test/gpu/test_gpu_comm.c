@@ -17,12 +17,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
-#include "cuda_rt.h"
-#include "gpu_comm.h"
+#include "bootstrap/bootstrap.h"
+#include "gpu/gpu_cuda_rt.h"
+#include "gpu/gpu_comm.h"
 #include "nccl.h"
-#include "status.h"
-#include "topo.h"
+#include "util/status.h"
+#include "core/topo.h"
 
 static unsigned long test_seed = 20250105;
 static int ngpu; /* found by a child process, so this one stays CUDA-free for fork */

@@ -1,5 +1,5 @@
 /* Reference model of fp16 / bf16 / fp8 for the unit tests, written independently
- * of lib/fp_convert.h: values are decoded from the sign/exponent/mantissa fields
+ * of lib/util/fp_convert.h: values are decoded from the sign/exponent/mantissa fields
  * with ldexp, and encoding searches a sorted table of every finite value for the
  * nearest one (ties to the even pattern), then applies the inf/saturation/NaN
  * rules.  Everything is in double, which holds every value and every midpoint of

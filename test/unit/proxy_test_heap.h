@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy.h"
-#include "status.h"
+#include "gpu/gpu_proxy.h"
+#include "util/status.h"
 
 /* ---- staging from malloc, with a count of what is outstanding ---- */
 

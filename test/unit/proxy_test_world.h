@@ -16,11 +16,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "bootstrap.h"
-#include "proxy.h"
+#include "bootstrap/bootstrap.h"
+#include "gpu/gpu_proxy.h"
 #include "proxy_test_heap.h"
-#include "status.h"
-#include "transport.h"
+#include "util/status.h"
+#include "core/transport.h"
 
 #define MAXR 8
 

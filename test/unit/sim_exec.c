@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo.h"
+#include "algo/algo.h"
 #include "sim_exec.h"
 
 typedef struct sim_msg {

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "exec.h"
+#include "core/exec.h"
 
 typedef struct sim_world sim_world_t;
 

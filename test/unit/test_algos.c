@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo.h"
+#include "algo/algo.h"
 #include "sim_exec.h"
 
 #define MAXN 17

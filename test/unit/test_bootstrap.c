@@ -15,10 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
+#include "bootstrap/bootstrap.h"
 #include "mpccl.h"
-#include "socket.h"
-#include "status.h"
+#include "bootstrap/bootstrap_net.h"
+#include "util/status.h"
 
 static unsigned long test_seed = 20240611;
 

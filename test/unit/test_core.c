@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "status.h"
-#include "topo.h"
+#include "util/config.h"
+#include "util/status.h"
+#include "core/topo.h"
 
 START_TEST(test_config_int_suffixes)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datatype.h"
+#include "util/datatype.h"
 #include "fp_ref.h"
 
 static uint64_t seed;

@@ -1,4 +1,4 @@
-/* lib/fdpass.c: a descriptor offered under a key reaches another process
+/* lib/gpu/gpu_fdpass.c: a descriptor offered under a key reaches another process
  * (a forked child fetching from its parent, as ranks fetch ncclMemAlloc
  * memory from each other); unknown and withdrawn keys are refused with a
  * message; calls reach the handler of another process with their request
@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fdpass.h"
+#include "gpu/gpu_fdpass.h"
 
 START_TEST(child_fetches_parent_fd)
 {

@@ -1,4 +1,4 @@
-/* The flat kernels' geometry and region layout (lib/flat_geometry.c,
+/* The flat kernels' geometry and region layout (lib/gpu/gpu_flat_geometry.c,
  * lib/kernels/flat_layout.h): the invariants the kernels rely on, for every
  * mode, rank count, element size, awkward counts and extreme settings.  A
  * broken invariant here is a kernel writing outside its area on a GPU. */
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "flat_geometry.h"
+#include "gpu/gpu_flat_geometry.h"
 
 static const int ranks[] = {2, 3, 4, 5, 8, 16};
 static const size_t sizes[] = {1, 2, 4, 8};

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo.h"
-#include "gpu_plan.h"
+#include "algo/algo.h"
+#include "gpu/gpu_plan.h"
 
 static uint64_t seed, rng;
 

@@ -1,4 +1,4 @@
-/* The cut of large send/recv groups into launches (lib/p2p_schedule.c): on
+/* The cut of large send/recv groups into launches (lib/algo/algo_p2p_schedule.c): on
  * random groups of matched messages, every launch fits the table, the two
  * ends of every message get the same key, and a simulation in which a call
  * finishes only while its partner's launch runs (a message larger than any
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "p2p_schedule.h"
+#include "algo/algo_p2p_schedule.h"
 
 #define MAXN 70
 #define MAXC 600

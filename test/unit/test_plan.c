@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo.h"
+#include "algo/algo.h"
 
 #define BIT(a) (1u << (a))
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datatype.h"
+#include "util/datatype.h"
 #include "fp_ref.h"
 
 typedef __int128 i128;

@@ -14,15 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bootstrap.h"
-#include "status.h"
-#include "transport.h"
+#include "bootstrap/bootstrap.h"
+#include "util/status.h"
+#include "core/transport.h"
 #include "ucx/ucx.h"
 
 static uint64_t seed;
 
 /* Ranks as threads of one process use the library's in-process bootstrap
- * (lib/bootstrap_inproc.c). */
+ * (lib/bootstrap/bootstrap_inproc.c). */
 
 /* ---- a bootstrap for two processes over a socketpair ---- */
 

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "bootstrap.h"
-#include "transport.h"
+#include "bootstrap/bootstrap.h"
+#include "core/transport.h"
 #include "ucx/ucx_rma.h"
 
 #define NR 3

@@ -1,0 +1,76 @@
+/* Bootstrap: the small out-of-band channel a communicator is built over.  Nothing
+ * above this layer knows which implementation is in use.  It carries only setup
+ * traffic (addresses, host ids, split colors), never payload. */
+#ifndef MPCCL_BOOTSTRAP_H
+#define MPCCL_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "util/status.h"
+
+typedef struct mpccl_bootstrap mpccl_bootstrap_t;
+
+struct mpccl_bootstrap_ops {
+    /* Collective: buf holds nranks slots of `bytes` each; this rank's slot
+     * (buf + rank*bytes) is filled in, the others are filled on return. */
+    mpccl_status_t (*allgather)(mpccl_bootstrap_t *bs, void *buf, size_t bytes);
+    mpccl_status_t (*barrier)(mpccl_bootstrap_t *bs);
+    /* Local: releases everything; never blocks on peers. */
+    void (*close)(mpccl_bootstrap_t *bs);
+};
+
+struct mpccl_bootstrap {
+    int rank;
+    int nranks;
+    const struct mpccl_bootstrap_ops *ops;
+    void *impl;
+};
+
+static inline mpccl_status_t mpccl_bootstrap_allgather(mpccl_bootstrap_t *bs, void *buf,
+                                                       size_t bytes)
+{
+    return bs->ops->allgather(bs, buf, bytes);
+}
+static inline mpccl_status_t mpccl_bootstrap_barrier(mpccl_bootstrap_t *bs)
+{
+    return bs->ops->barrier(bs);
+}
+static inline void mpccl_bootstrap_close(mpccl_bootstrap_t *bs)
+{
+    if (bs && bs->ops) bs->ops->close(bs);
+}
+
+/* ---- sockets (ncclGetUniqueId / NCCL_COMM_ID) -- bootstrap_socket.c ---- */
+
+/* The unique id's layout inside the 128 bytes of ncclUniqueId. */
+typedef struct mpccl_socket_id {
+    uint64_t magic;    /* random; rejects reused or foreign ids */
+    uint32_t version;  /* MPCCL_SOCKET_ID_VERSION */
+    uint32_t addrlen;
+    unsigned char addr[112 - 16]; /* struct sockaddr_in / sockaddr_in6 of the root */
+} mpccl_socket_id_t;
+
+/* Fills id (128 bytes) and starts the root listener in a background thread,
+ * unless NCCL_COMM_ID / MPCCL_COMM_ID names the root address (then rank 0 of the
+ * init starts it). */
+mpccl_status_t mpccl_socket_get_unique_id(void *id128);
+/* Collective over the nranks ranks that call it with the same id. */
+mpccl_status_t mpccl_socket_bootstrap_create(const void *id128, int rank, int nranks,
+                                             mpccl_bootstrap_t *out);
+
+/* ---- in process (ncclCommInitAll) -- bootstrap_inproc.c ---- */
+
+typedef struct mpccl_inproc_group mpccl_inproc_group_t;
+/* One shared object for nranks ranks living in this process; each rank's
+ * bootstrap holds a reference, the last close frees it. */
+mpccl_status_t mpccl_inproc_group_create(int nranks, mpccl_inproc_group_t **out);
+mpccl_status_t mpccl_inproc_bootstrap_create(mpccl_inproc_group_t *g, int rank,
+                                             mpccl_bootstrap_t *out);
+void mpccl_inproc_group_release(mpccl_inproc_group_t *g);
+
+/* ---- out of band callbacks (mpcclCommInitOob, used by mpccl_mpi.h) ---- */
+struct mpcclOobOps; /* public, mpccl.h */
+mpccl_status_t mpccl_oob_bootstrap_create(const struct mpcclOobOps *ops, void *ctx, int rank,
+                                          int nranks, mpccl_bootstrap_t *out);
+
+#endif

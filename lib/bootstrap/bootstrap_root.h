@@ -1,0 +1,49 @@
+/* The socket bootstrap's root: the wire format between ranks and the root, and
+ * the background thread that collects every rank's listening address and tells
+ * each rank its ring successor.  Used only by bootstrap_socket.c.  Messages are
+ * in host byte order: all ranks of a job share one architecture. */
+#ifndef MPCCL_BOOTSTRAP_ROOT_H
+#define MPCCL_BOOTSTRAP_ROOT_H
+
+#include <stdint.h>
+
+#include "bootstrap/bootstrap_net.h"
+#include "util/status.h"
+
+#ifndef MPCCL_SOCKET_ID_VERSION
+#define MPCCL_SOCKET_ID_VERSION 1u
+#endif
+/* The magic of ids built from MPCCL_COMM_ID: every process can build the same id
+ * without exchanging it ("mpcclENV"). */
+#define MPCCL_COMM_ID_MAGIC 0x564e456c6363706dull
+/* Limits a rank's claim so a corrupt hello cannot make the root allocate wildly. */
+#define MPCCL_BOOTSTRAP_MAX_RANKS (1 << 24)
+/* How long an accepted connection may take to say who it is. */
+#define MPCCL_BOOTSTRAP_HELLO_MS 10000
+
+/* rank -> root, right after connecting. */
+typedef struct mpccl_root_hello {
+    uint64_t magic;
+    uint32_t version;
+    int32_t rank;
+    int32_t nranks;
+    uint32_t reserved;
+    mpccl_sockaddr_t listen_addr; /* where rank-1 will connect */
+} mpccl_root_hello_t;
+
+/* root -> rank: status 0 and len = sizeof(mpccl_sockaddr_t) followed by the
+ * listening address of rank+1 mod nranks; or status 1 and len bytes of message. */
+typedef struct mpccl_root_reply {
+    int32_t status;
+    uint32_t len;
+} mpccl_root_reply_t;
+
+#define MPCCL_ROOT_MSG_MAX 1024
+
+/* Listens at addr and starts the detached root thread; it exits once the
+ * communicator formed, or it failed or timed out (after telling the ranks that
+ * arrived).  *bound is the address to put in the unique id. */
+mpccl_status_t mpccl_bootstrap_root_start(const mpccl_sockaddr_t *addr, uint64_t magic,
+                                          mpccl_sockaddr_t *bound);
+
+#endif

@@ -1,0 +1,84 @@
+/* The communicator: what every layer below the API needs to reach. */
+#ifndef MPCCL_COMM_H
+#define MPCCL_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "nccl.h"
+#include "algo/algo_plan.h"
+#include "core/transport.h"
+
+#define MPCCL_COMM_MAGIC 0x6d7063636c636f6dULL /* "mpcclcom" */
+#define MPCCL_COMM_DEAD 0x646561646465616dULL
+
+/* Collective and point-to-point messages use separate tag sequences: every rank
+ * issues collectives in the same order, while p2p order is only per pair, and
+ * NCCL lets a group mix both in any order. */
+#define MPCCL_P2P_SEQ_BASE (1ULL << 39)
+
+typedef struct mpccl_redop_slot {
+    int in_use;
+    ncclDataType_t dt;
+    ncclScalarResidence_t residence;
+    unsigned char scalar[8]; /* host immediate: the value at creation */
+    const void *scalar_ptr;  /* device residence: read at each call */
+} mpccl_redop_slot_t;
+
+#define MPCCL_MAX_CUSTOM_OPS 256
+
+typedef enum { MPCCL_COMM_INITIALIZING = 0, MPCCL_COMM_READY, MPCCL_COMM_FINALIZED, MPCCL_COMM_FAILED } mpccl_comm_state_t;
+
+struct ncclComm {
+    uint64_t magic;
+    int rank, nranks;
+    int cuda_dev;          /* -1: host communicator */
+    mpccl_comm_state_t state;
+    ncclResult_t async_error;
+    uint64_t id;           /* for log lines: random, same on every rank */
+    ncclConfig_t config;   /* the user's config, normalised to this header's size */
+
+    mpccl_bootstrap_t bs;
+    mpccl_transport_t *transport; /* NULL once finalized */
+    mpccl_topo_t topo;
+    mpccl_plan_params_t params;
+    uint64_t *coll_send_seq, *coll_recv_seq; /* nranks each: tag counters */
+    uint64_t *p2p_send_seq, *p2p_recv_seq;
+
+    struct mpccl_gpu_state *gpu; /* GPU communicators only (gpu_launch.c) */
+    int all_in_process; /* every rank lives in this process (ncclCommInitAll, grouped inits) */
+    int aborting; /* being released by ncclCommAbort: device memory that a kernel
+                   * waiting on a dead peer may still use is left allocated, since
+                   * freeing it would wait for that kernel forever */
+    struct mpccl_win_state *win; /* registrations, windows, signals (onesided_win.c); NULL until first used */
+    /* The LSA team (device API): the world ranks lsa_first .. lsa_first +
+     * lsa_size - 1, whose GPU memory this rank's kernels load and store
+     * directly.  Just this rank on host communicators (devapi_comm.c). */
+    int lsa_first, lsa_size;
+    int lsa_uniform;               /* every LSA team has lsa_size ranks (rail teams exist) */
+    int revoked;                   /* ncclCommRevoke: only shrink, queries and teardown remain */
+    int suspended;                 /* ncclCommSuspend until ncclCommResume */
+    struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devapi_comm.c) */
+
+    mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
+    pthread_mutex_t redop_lock;
+};
+
+/* Builds comm (allocated by the caller, state INITIALIZING) over a bootstrap it
+ * takes ownership of: topology, transport, planner parameters.  Collective. */
+mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const ncclConfig_t *config, int cuda_dev);
+/* The device a communicator created now by this thread binds to (NCCL: the
+ * current device), or -1 for a host communicator (no CUDA, or no usable GPU). */
+int mpccl_comm_device_for_init(void);
+/* Makes cuda_dev current in this thread (init threads of a group). */
+mpccl_status_t mpccl_comm_enter_device(int cuda_dev);
+ncclComm_t mpccl_comm_alloc(void);
+/* Releases everything; force = 1 for abort (no flushing, no waiting on peers). */
+void mpccl_comm_release(ncclComm_t comm, int force);
+
+/* Copies a user config honouring its size field (older headers have fewer
+ * fields); NULL gives the defaults.  Rejects a bad magic/size. */
+mpccl_status_t mpccl_config_normalize(const ncclConfig_t *user, ncclConfig_t *out, const char *fn);
+
+#endif

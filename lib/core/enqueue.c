@@ -1,0 +1,115 @@
+/* From an API call to a planned, queued operation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "api/api_check.h"
+#include "core/enqueue.h"
+#include "core/group.h"
+#include "util/log.h"
+#ifdef MPCCL_HAVE_CUDA
+#include "gpu/gpu_launch.h"
+#endif
+
+/* ncclAvg and PreMulSum become element-wise ops the schedules know: floats scale
+ * the input first (as NCCL, so fp16 sums do not overflow before dividing),
+ * integers sum and then divide (truncating, as NCCL). */
+static mpccl_status_t map_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dt, mpccl_coll_desc_t *d,
+                             mpccl_task_t *t)
+{
+    switch ((int)op) {
+    case ncclSum: d->op = MPCCL_OP_SUM; return MPCCL_OK;
+    case ncclProd: d->op = MPCCL_OP_PROD; return MPCCL_OK;
+    case ncclMax: d->op = MPCCL_OP_MAX; return MPCCL_OK;
+    case ncclMin: d->op = MPCCL_OP_MIN; return MPCCL_OK;
+    case ncclAvg:
+        d->op = MPCCL_OP_SUM;
+        if (mpccl_dtype_is_float(dt)) {
+            d->prescale = 1;
+            mpccl_dtype_from_double(dt, 1.0 / (double)comm->nranks, t->scalar);
+        } else {
+            d->divide = 1;
+            t->divisor = (uint64_t)comm->nranks;
+        }
+        return MPCCL_OK;
+    default:
+        break;
+    }
+    /* A PreMulSum op, already validated by argcheck. */
+    pthread_mutex_lock(&comm->redop_lock);
+    mpccl_redop_slot_t s = comm->redops[(int)op - ncclNumOps];
+    pthread_mutex_unlock(&comm->redop_lock);
+    d->op = MPCCL_OP_SUM;
+    d->prescale = 1;
+    /* On a host communicator the "device" scalar is host memory read at the
+     * call, which is when the reduction would read it on the stream. */
+    if (s.residence == ncclScalarHostImmediate) memcpy(t->scalar, s.scalar, mpccl_dtype_size(dt));
+    else if (comm->gpu) t->scalar_dev = s.scalar_ptr; /* device memory: read on the stream */
+    else memcpy(t->scalar, s.scalar_ptr, mpccl_dtype_size(dt));
+    return MPCCL_OK;
+}
+
+static int is_in_place(mpccl_coll_t coll, const void *in, const void *out, size_t bytes, int rank, int root)
+{
+    const char *i = in, *o = out;
+    switch (coll) {
+    case MPCCL_COLL_ALLREDUCE:
+    case MPCCL_COLL_BROADCAST:
+    case MPCCL_COLL_REDUCE:
+    case MPCCL_COLL_ALLTOALL: return i == o;
+    case MPCCL_COLL_ALLGATHER: return o && i == o + (size_t)rank * bytes;
+    case MPCCL_COLL_REDUCESCATTER: return i && o == i + (size_t)rank * bytes;
+    case MPCCL_COLL_GATHER: return rank == root && o && i == o + (size_t)root * bytes;
+    case MPCCL_COLL_SCATTER: return rank == root && i && o == i + (size_t)root * bytes;
+    default: return 0;
+    }
+}
+
+mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendbuf, void *recvbuf, size_t count,
+                            ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    mpccl_status_t st = mpccl_check_coll(fn, coll, sendbuf, recvbuf, count, dt, op, root, comm);
+#ifdef MPCCL_HAVE_CUDA
+    if (st == MPCCL_OK && comm->gpu) st = mpccl_gpu_check_buffers(fn, comm, coll, sendbuf, recvbuf, count, dt, root);
+#endif
+    if (st != MPCCL_OK) {
+        mpccl_group_discard_comm(comm);
+        return st;
+    }
+    mpccl_log_set_rank(comm->rank);
+    /* An eager GPU call is launched before this returns: it lives on the stack. */
+    mpccl_call_t eager_call;
+    int eager = comm->gpu && mpccl_group_depth() == 0;
+    mpccl_call_t *call = eager ? memset(&eager_call, 0, sizeof(eager_call)) : mpccl_call_alloc();
+    if (!call) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    call->comm = comm;
+    call->stream = (void *)stream; /* host communicators ignore it: they complete before returning */
+    call->is_p2p = (coll == MPCCL_COLL_SEND || coll == MPCCL_COLL_RECV);
+    mpccl_coll_desc_t *d = &call->desc;
+    d->coll = coll;
+    d->count = count;
+    d->dt = dt;
+    d->root = root;
+    d->in_place = is_in_place(coll, sendbuf, recvbuf, count * mpccl_dtype_size(dt), comm->rank, root);
+    call->task.dt = dt;
+    if (coll == MPCCL_COLL_ALLREDUCE || coll == MPCCL_COLL_REDUCE || coll == MPCCL_COLL_REDUCESCATTER)
+        MPCCL_CHECK_GOTO(map_op(comm, op, dt, d, &call->task), st, fail);
+    call->task.op = d->op;
+    /* Device calls plan at launch, from the communicator's plan cache (or not
+     * at all: flat kernels); only host calls carry a schedule. */
+    if (!comm->gpu) MPCCL_CHECK_GOTO(mpccl_plan(&comm->topo, d, &comm->params, &call->sched), st, fail);
+    call->task.sched = &call->sched;
+    call->task.in = sendbuf;
+    call->task.out = recvbuf;
+    MPCCL_INFO(call->is_p2p ? MPCCL_SUB_P2P : MPCCL_SUB_COLL,
+               "%s: comm 0x%llx count %zu type %s op %s root %d in-place %d memory %s algorithm %s (%u steps)",
+               fn, (unsigned long long)comm->id, count, mpccl_dtype_name(dt),
+               (int)op < ncclNumOps ? (const char *[]){"sum", "prod", "max", "min", "avg"}[(int)op] : "premulsum",
+               root, d->in_place, comm->gpu ? "device" : "host",
+               comm->gpu ? "chosen at launch" : mpccl_algo_name((mpccl_algo_t)call->sched.algo), call->sched.nsteps);
+    return eager ? mpccl_group_run_eager_gpu(call) : mpccl_group_enqueue(call);
+fail:
+    if (!eager) mpccl_call_free(call); /* an eager call is a GPU call: no schedule to free */
+    mpccl_group_discard_comm(comm);
+    return st;
+}

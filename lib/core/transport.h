@@ -1,0 +1,62 @@
+/* Point-to-point transport between the ranks of one communicator (UCX today).
+ * Non-blocking: a request is caller-owned storage that the transport marks done. */
+#ifndef MPCCL_TRANSPORT_H
+#define MPCCL_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "bootstrap/bootstrap.h"
+#include "util/status.h"
+
+typedef struct mpccl_req {
+    volatile int done;     /* set to 1 when complete (successfully or not) */
+    mpccl_status_t status; /* valid once done */
+    size_t bytes;          /* receives: the length of the message that arrived */
+#define MPCCL_REQ_HAS_BYTES 1
+    void *impl;            /* the transport's handle while in flight */
+} mpccl_req_t;
+
+typedef struct mpccl_transport mpccl_transport_t;
+
+struct mpccl_transport_ops {
+    /* Messages match by (peer, tag) exactly; a receive must be at least as large
+     * as the message (a larger message is an error on the request). */
+    mpccl_status_t (*isend)(mpccl_transport_t *t, int peer, uint64_t tag, const void *buf,
+                            size_t bytes, mpccl_req_t *req);
+    mpccl_status_t (*irecv)(mpccl_transport_t *t, int peer, uint64_t tag, void *buf,
+                            size_t bytes, mpccl_req_t *req);
+    /* Drives communication; returns the number of events handled (0: nothing). */
+    int (*progress)(mpccl_transport_t *t);
+    /* Called by a waiting loop after progress returned 0 repeatedly: give the CPU
+     * away (ranks oversubscribe cores in tests) without sleeping long. */
+    void (*idle)(mpccl_transport_t *t);
+    /* Cancels an in-flight request (abort, errors); it completes with an error. */
+    void (*cancel)(mpccl_transport_t *t, mpccl_req_t *req);
+    /* force=0: flush outstanding traffic first (destroy); 1: drop it (abort). */
+    void (*close)(mpccl_transport_t *t, int force);
+    /* One-sided (windows, later issue): NULL until implemented. */
+    mpccl_status_t (*put)(mpccl_transport_t *t, int peer, const void *src, size_t bytes,
+                          uint64_t remote_addr, void *rkey, mpccl_req_t *req);
+    mpccl_status_t (*atomic_add)(mpccl_transport_t *t, int peer, uint64_t value,
+                                 uint64_t remote_addr, void *rkey, mpccl_req_t *req);
+    /* Sleeping until traffic arrives (optional; NULL: the transport cannot tell).
+     * Asks to be told of the next arrival and returns a file descriptor that turns
+     * readable then; MPCCL_ARM_BUSY when something already waits to be progressed
+     * (progress, do not sleep); MPCCL_ARM_NONE when this transport cannot notify
+     * (the caller must poll).  Only the thread that drives the transport calls it. */
+    int (*arm)(mpccl_transport_t *t);
+};
+
+enum { MPCCL_ARM_BUSY = -1, MPCCL_ARM_NONE = -2 };
+
+struct mpccl_transport {
+    const struct mpccl_transport_ops *ops;
+    int rank;
+    int nranks;
+    void *impl;
+};
+
+/* UCX (lib/ucx/): collective over bs; connects every pair of ranks. */
+mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out);
+
+#endif

@@ -1,0 +1,70 @@
+/* Per-communicator GPU state: the device, the launch geometry every rank agrees
+ * on, the mailboxes that peers of the same node write into, and the link table
+ * the device engine reads (lib/kernels/devplan.h, doc/GPU_DESIGN.md).
+ *
+ * Settings (read in gpu_comm.c:gpu_settings until they join the config table):
+ *   MPCCL_GPU_CTAS        CTAs per launch; default min(SM count, 16); the
+ *                         minimum over the ranks is used
+ *   MPCCL_GPU_SLOT_BYTES  bytes per mailbox slot per CTA; default 64 KiB,
+ *                         a multiple of 16; the minimum over the ranks is used
+ *   MPCCL_GPU_CTA_MIN_BYTES  a step of the engine gives each CTA at least
+ *                         this many bytes (fewer CTAs for small messages);
+ *                         default 32 KiB; the minimum over the ranks is used
+ *   MPCCL_P2P_DISABLE     (NCCL_P2P_DISABLE) 1: peers of one node talk through
+ *                         shared host memory even when P2P is possible
+ * Only built with CUDA. */
+#ifndef MPCCL_GPU_COMM_H
+#define MPCCL_GPU_COMM_H
+
+#include "gpu/gpu_cuda_rt.h"
+
+#ifdef MPCCL_HAVE_CUDA
+
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "gpu/gpu_ipc.h"
+#include "kernels/devplan.h"
+#include "algo/algo_plan.h"
+
+#define MPCCL_GPU_NSLOTS 4
+#define MPCCL_GPU_MAX_CTAS 64
+
+typedef struct mpccl_host_seg mpccl_host_seg_t; /* gpu_comm.c */
+
+typedef struct mpccl_gpu_comm {
+    int dev;                     /* CUDA device ordinal of this rank */
+    int rank, nranks;
+    uint32_t nctas, nslots, slot_bytes;
+    uint32_t cta_min_bytes;      /* mpccl_dev_partition's min_bytes */
+    mpccl_dev_link_t *links_host; /* [nranks] host copy; PROXY entries are the proxy's to fill */
+    mpccl_dev_comm_t *dcomm;      /* device copy of the communicator (mpccl_gpu_comm_commit) */
+    mpccl_dev_link_t *dlinks;     /* device copy of links_host, dcomm->links */
+    uint32_t *tx_seq, *rx_seq;    /* device, [nranks][nctas], zeroed at creation */
+
+    /* owned resources */
+    cudaStream_t stream;          /* private: setup copies never wait on user streams */
+    void *mailbox;                /* device allocation: NVLINK rx areas, tx acks, counters */
+    size_t mailbox_bytes;
+    mpccl_ipc_desc_t *peer_desc;  /* [nranks] every rank's mailbox description */
+    void **peer_mailbox;          /* [nranks] imported mailbox of each NVLINK peer, else NULL */
+    mpccl_host_seg_t **seg_rx;    /* [nranks] HOST peers: segment for peer -> me (I created it) */
+    mpccl_host_seg_t **seg_tx;    /* [nranks] HOST peers: segment for me -> peer */
+    uint64_t nonce;               /* names this communicator's shared memory segments */
+} mpccl_gpu_comm_t;
+
+/* Collective over bs (the ranks of topo): binds cuda_dev, agrees on the
+ * geometry, builds and maps the mailboxes, fills links_host (NONE for this
+ * rank, NVLINK / HOST for peers of the same node, PROXY with NULL pointers for
+ * other nodes) and uploads it.  Every rank returns an error when any rank
+ * failed. */
+mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev,
+                                     mpccl_gpu_comm_t **out);
+/* Uploads links_host (e.g. after the proxy filled the PROXY links) and the
+ * communicator header into dcomm.  Synchronous on a private stream. */
+mpccl_status_t mpccl_gpu_comm_commit(mpccl_gpu_comm_t *g);
+/* Local; releases everything (NULL is fine). */
+void mpccl_gpu_comm_destroy(mpccl_gpu_comm_t *g);
+
+#endif /* MPCCL_HAVE_CUDA */
+#endif

@@ -1,0 +1,775 @@
+/* GPU communicators and calls: setup, plan cache, scratch, launch. */
+#include "build_config.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "util/config.h"
+#include "gpu/gpu_cuda_rt.h"
+#include "devapi/devapi_comm.h"
+#include "gpu/gpu_comm.h"
+#include "gpu/gpu_flat.h"
+#include "gpu/gpu_launch.h"
+#include "algo/algo.h"
+#include "gpu/gpu_plan.h"
+#include "gpu/gpu_proxy_work.h"
+#include "kernels/engine.h"
+#include "util/log.h"
+#include "onesided/onesided_remote.h"
+#include "gpu/gpu_proxy.h"
+#include "ucx/ucx.h"
+
+/* What identifies a plan: everything mpccl_plan reads that can differ between
+ * calls of one communicator. */
+typedef struct plan_key {
+    int32_t coll, dt, op, root;
+    uint8_t prescale, divide, in_place, pad;
+    uint64_t count;
+} plan_key_t;
+
+typedef struct plan_entry {
+    plan_key_t key;
+    mpccl_sched_t sched;
+    mpccl_gpu_plan_t gp;
+    struct plan_entry *next;
+} plan_entry_t;
+
+#define PLAN_BUCKETS 256
+
+/* Scratch is never freed while the communicator lives: a captured CUDA graph may
+ * still hold a pointer to an older, smaller one. */
+typedef struct scratch_block {
+    void *ptr;
+    size_t bytes;
+    struct scratch_block *older;
+} scratch_block_t;
+
+typedef struct mpccl_gpu_state {
+    mpccl_gpu_comm_t *g;
+    mpccl_proxy_comm_t *proxy;
+    mpccl_proxy_work_t work;      /* launches that need the proxy post themselves through it */
+    mpccl_os_remote_t *os_remote; /* one-sided operations with other nodes, carried by proxy */
+    mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
+    int check_pointers;      /* MPCCL_CHECK_POINTERS: ask the driver about every buffer */
+    plan_entry_t *plans[PLAN_BUCKETS];
+    unsigned nplans;
+    scratch_block_t *scratch;
+    /* Launches of one communicator run one after another, whatever streams the
+     * user passes (they share mailboxes and counters): a launch on a new stream
+     * waits for the previous launch's event. */
+    cudaEvent_t last_done;
+    cudaEvent_t join; /* joins the streams of a grouped p2p launch */
+    cudaStream_t last_stream;
+    int have_last;
+} mpccl_gpu_state_t;
+
+/* ---- pinned host memory for the proxy's staging ---- */
+
+static mpccl_status_t pinned_alloc(void *ctx, size_t bytes, void **host, void **dev)
+{
+    (void)ctx;
+    MPCCL_CUDA_CHECK(cudaHostAlloc(host, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable));
+    memset(*host, 0, bytes);
+    cudaError_t e = cudaHostGetDevicePointer(dev, *host, 0);
+    if (e != cudaSuccess) {
+        cudaFreeHost(*host);
+        return mpccl_cuda_error(e, "cudaHostGetDevicePointer(proxy staging)");
+    }
+    return MPCCL_OK;
+}
+
+static void pinned_free(void *ctx, void *host)
+{
+    (void)ctx;
+    cudaFreeHost(host);
+}
+
+/* ---- GPU-direct: the CTAs' slots in device memory, moved by UCX itself ---- */
+
+/* ctx of the device-slot callbacks: the device number, plus one. */
+static int ctx_device(void *ctx) { return (int)(intptr_t)ctx - 1; }
+
+static mpccl_status_t device_slots_alloc(void *ctx, size_t bytes, void **dev)
+{
+    (void)ctx; /* the attaching thread has the device current */
+    MPCCL_CUDA_CHECK(cudaMalloc(dev, bytes));
+    return MPCCL_OK;
+}
+
+static void device_slots_free(void *ctx, void *dev)
+{
+    (void)ctx;
+    cudaFree(dev);
+}
+
+/* The proxy thread drives UCX, which copies device memory on its own streams:
+ * the device must be current there, and a user thread capturing a graph in
+ * global mode must not make those calls illegal. */
+static void device_bind(void *ctx)
+{
+    static __thread int bound = -1;
+    int dev = ctx_device(ctx);
+    if (bound == dev) return;
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&m);
+    if (cudaSetDevice(dev) == cudaSuccess) bound = dev;
+}
+
+/* Writes a NIC made into device memory reach the kernel in order only where
+ * the device orders them for its own accesses; elsewhere they are flushed
+ * before the proxy raises rx_ready. */
+static void device_flush(void *ctx)
+{
+    (void)ctx;
+    (void)cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                             cudaFlushGPUDirectRDMAWritesToOwner);
+}
+
+/* MPCCL_GPU_DIRECT=1 hands UCX the device's slots where UCX moves CUDA memory.
+ * Off by default: with UCX's CUDA transports (cuda_copy staging, cuda_ipc),
+ * several collectives queued on one stream were seen to hang, cause not found
+ * yet (doc/GPU_DESIGN.md, "GPU-direct").  Fills the device-slot part of a and
+ * returns 1 when the CTAs' slots go to device memory; why not otherwise. */
+static int gpu_direct(int dev, mpccl_proxy_alloc_t *a, const char **why)
+{
+    if (mpccl_config_int("GPU_DIRECT") != 1) return *why = "MPCCL_GPU_DIRECT=0", 0;
+    if (!mpccl_ucx_supports_cuda()) return *why = "UCX has no CUDA transport", 0;
+    int ordering = 0, flush_options = 0;
+    (void)cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev);
+    (void)cudaDeviceGetAttribute(&flush_options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev);
+    int ordered = ordering >= cudaGPUDirectRDMAWritesOrderingOwner;
+    if (!ordered && !(flush_options & cudaFlushGPUDirectRDMAWritesOptionHost)) {
+        (void)cudaGetLastError();
+        return *why = "the device neither orders nor flushes a NIC's writes", 0;
+    }
+    a->alloc_slots = device_slots_alloc;
+    a->free_slots = device_slots_free;
+    a->bind = device_bind;
+    a->flush = ordered ? NULL : device_flush;
+    a->ctx = (void *)(intptr_t)(dev + 1);
+    *why = ordered ? "the device orders a NIC's writes" : "a NIC's writes are flushed before each hand-over";
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=1 is experimental: with UCX's cuda_copy or cuda_ipc transports "
+                   "several collectives queued on one stream can hang (doc/GPU_DESIGN.md, GPU-direct)");
+    return 1;
+}
+
+/* Attaches the communicator to the proxy thread, which serves peers on other
+ * nodes (CTA channels and the one-sided channel) and, for one-sided operations
+ * only, peers of this node whose GPUs share no P2P (their collectives use the
+ * host-memory links).  The caller has the device current. */
+static mpccl_status_t attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
+{
+    mpccl_status_t st = MPCCL_OK;
+    uint8_t *remote = calloc((size_t)comm->nranks, 1);
+    if (!remote) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
+    int proxied = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        if (comm->topo.node_of[r] != comm->topo.node_of[comm->rank]) remote[r] = MPCCL_PROXY_REMOTE;
+        else if (s->g->links_host[r].kind == MPCCL_LINK_HOST) remote[r] = MPCCL_PROXY_ONESIDED_ONLY;
+        proxied += remote[r] != 0;
+    }
+    if (proxied) {
+        mpccl_proxy_os_t os;
+        mpccl_dev_link_t *os_links = NULL;
+        mpccl_proxy_alloc_t alloc = {.alloc = pinned_alloc, .free = pinned_free};
+        const char *why = "";
+        int direct = comm->topo.nnodes > 1 && gpu_direct(comm->cuda_dev, &alloc, &why);
+        MPCCL_CHECK_GOTO(mpccl_os_remote_create(comm, s->g->nslots, s->g->slot_bytes, &s->os_remote, &os, &os_links),
+                         st, out);
+        MPCCL_CHECK_GOTO(mpccl_proxy_attach(comm->transport, comm->rank, comm->nranks, remote, s->g->nctas,
+                                            s->g->nslots, s->g->slot_bytes, &alloc, s->g->links_host, &os,
+                                            os_links, &s->proxy),
+                         st, out);
+        MPCCL_CHECK_GOTO(mpccl_proxy_work_init(&s->work, s->proxy), st, out);
+        if (comm->topo.nnodes > 1)
+            MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: collectives and send/recv to other nodes: %s (%s); one-sided "
+                       "operations through pinned host staging", (unsigned long long)comm->id,
+                       direct ? "GPU-direct, UCX moves the device's slots" : "pinned host staging and UCX", why);
+    }
+out:
+    if (st != MPCCL_OK && s->proxy == NULL && s->os_remote) { /* a later window may try again */
+        mpccl_os_remote_free(s->os_remote);
+        s->os_remote = NULL;
+    }
+    free(remote);
+    return st;
+}
+
+mpccl_status_t mpccl_gpu_onesided_channel(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->g || s->proxy) return MPCCL_OK;
+    int saved = -1;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    mpccl_status_t st = attach_proxy(comm, s);
+    mpccl_cuda_restore_device(saved);
+    return st;
+}
+
+mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
+{
+    mpccl_status_t st = MPCCL_OK;
+    int saved = -1;
+    mpccl_gpu_state_t *s = calloc(1, sizeof(*s));
+    if (!s) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the GPU state of comm %p", (void *)comm);
+    comm->gpu = s;
+    MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
+    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, &s->g), st, out);
+    /* Between nodes the engine needs the proxy from the start; a node's peers
+     * without P2P need it only for one-sided operations, so it waits for the
+     * first window (mpccl_gpu_onesided_channel): until then the communicator
+     * can be shrunk. */
+    if (comm->topo.nnodes > 1) MPCCL_CHECK_GOTO(attach_proxy(comm, s), st, out);
+    MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
+    MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
+    MPCCL_CHECK_GOTO(mpccl_lsa_setup(comm, s->g->links_host), st, out);
+    /* Peers push their registered buffers to this process (gpu_ipc_push.c); the
+     * barrier below makes sure every rank serves before anyone registers. */
+    if (mpccl_flat_reg_peer(s->flat, comm->rank)) MPCCL_CHECK_GOTO(mpccl_ipc_serve(), st, out);
+    s->check_pointers = mpccl_config_int("CHECK_POINTERS") != 0;
+    cudaError_t e = cudaEventCreateWithFlags(&s->last_done, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming);
+    if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaEventCreate");
+    /* Every rank's links must be in place before anyone launches into them. */
+    if (st == MPCCL_OK) st = mpccl_bootstrap_barrier(&comm->bs);
+out:
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    return st;
+}
+
+void mpccl_gpu_finalize(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->proxy) return;
+    int saved = -1;
+    if (mpccl_cuda_push_device(comm->cuda_dev, &saved) != MPCCL_OK) saved = -1;
+    /* Kernels of this communicator still queued need the proxy to finish. */
+    if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    mpccl_proxy_work_fini(&s->work, 0);
+    mpccl_proxy_detach(s->proxy, 0);
+    s->proxy = NULL;
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+}
+
+static void free_plans(mpccl_gpu_state_t *s)
+{
+    for (int b = 0; b < PLAN_BUCKETS; b++) {
+        plan_entry_t *e = s->plans[b];
+        while (e) {
+            plan_entry_t *next = e->next;
+            mpccl_gpu_plan_free(&e->gp);
+            mpccl_sched_free(&e->sched);
+            free(e);
+            e = next;
+        }
+        s->plans[b] = NULL;
+    }
+}
+
+void mpccl_gpu_release(ncclComm_t comm, int force)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    int saved = -1;
+    if (!s) return;
+    mpccl_cuda_push_device(comm->cuda_dev, &saved);
+    /* Work still queued on user streams uses these resources (NCCL's destroy
+     * waits for it too). */
+    if (!force) cudaDeviceSynchronize();
+    mpccl_proxy_work_fini(&s->work, comm->aborting);
+    if (s->proxy) mpccl_proxy_detach(s->proxy, force);
+    s->proxy = NULL;
+    mpccl_os_remote_free(s->os_remote); /* the proxy no longer delivers into it */
+    s->os_remote = NULL;
+    if (comm->aborting) {
+        /* Abort must return: a kernel of this communicator may be waiting on a
+         * dead peer, and cudaFree would wait for it.  Its device memory (plans,
+         * scratch, mailboxes) stays allocated for the life of the process. */
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx aborted: its device memory is left allocated (a kernel may "
+                   "still be running)", (unsigned long long)comm->id);
+        mpccl_flat_destroy(s->flat, 1);
+        if (saved >= 0) mpccl_cuda_restore_device(saved);
+        comm->gpu = NULL;
+        return;
+    }
+    free_plans(s);
+    mpccl_flat_destroy(s->flat, 0);
+    while (s->scratch) {
+        scratch_block_t *older = s->scratch->older;
+        cudaFree(s->scratch->ptr);
+        free(s->scratch);
+        s->scratch = older;
+    }
+    if (s->last_done) cudaEventDestroy(s->last_done);
+    if (s->join) cudaEventDestroy(s->join);
+    if (s->g) mpccl_gpu_comm_destroy(s->g);
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    free(s);
+    comm->gpu = NULL;
+}
+
+/* ---- buffer checks ---- */
+
+mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_coll_t coll, const void *in,
+                                       const void *out, size_t count, ncclDataType_t dt, int root)
+{
+    size_t e = mpccl_dtype_size(dt), n = (size_t)comm->nranks, one = count * e, all = one * n;
+    int is_root = comm->rank == root, dev = comm->cuda_dev;
+    size_t in_bytes = 0, out_bytes = 0;
+    switch (coll) {
+    case MPCCL_COLL_ALLREDUCE: in_bytes = out_bytes = one; break;
+    case MPCCL_COLL_BROADCAST: in_bytes = is_root ? one : 0; out_bytes = one; break;
+    case MPCCL_COLL_REDUCE: in_bytes = one; out_bytes = is_root ? one : 0; break;
+    case MPCCL_COLL_ALLGATHER: in_bytes = one; out_bytes = all; break;
+    case MPCCL_COLL_REDUCESCATTER: in_bytes = all; out_bytes = one; break;
+    case MPCCL_COLL_ALLTOALL: in_bytes = out_bytes = all; break;
+    case MPCCL_COLL_GATHER: in_bytes = one; out_bytes = is_root ? all : 0; break;
+    case MPCCL_COLL_SCATTER: in_bytes = is_root ? all : 0; out_bytes = one; break;
+    case MPCCL_COLL_SEND: in_bytes = one; break;
+    case MPCCL_COLL_RECV: out_bytes = one; break;
+    default: break;
+    }
+    if (!comm->gpu->check_pointers) { /* NCCL's default: no driver query per call */
+        if (in_bytes && !in)
+            return mpccl_fail(MPCCL_ERR_ARG, "%s: sendbuff is NULL but %zu bytes are to be read", fn, in_bytes);
+        if (out_bytes && !out)
+            return mpccl_fail(MPCCL_ERR_ARG, "%s: recvbuff is NULL but %zu bytes are to be written", fn, out_bytes);
+        return MPCCL_OK;
+    }
+    if (in_bytes) MPCCL_CHECK(mpccl_check_gpu_buffer(fn, "sendbuff", in, in_bytes, dev));
+    if (out_bytes) MPCCL_CHECK(mpccl_check_gpu_buffer(fn, "recvbuff", out, out_bytes, dev));
+    return MPCCL_OK;
+}
+
+/* ---- plan cache ---- */
+
+static unsigned key_hash(const plan_key_t *k)
+{
+    const unsigned char *p = (const unsigned char *)k;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < sizeof(*k); i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return (unsigned)(h % PLAN_BUCKETS);
+}
+
+/* Where IN lies relative to OUT, for the engine's hazard analysis. */
+static void inout_of(const mpccl_coll_desc_t *d, int rank, mpccl_inout_t *io, int64_t *in_off)
+{
+    *in_off = 0;
+    *io = MPCCL_INOUT_DISTINCT;
+    if (!d->in_place || d->prescale) return;
+    *io = MPCCL_INOUT_OFFSET;
+    int64_t c = (int64_t)d->count;
+    switch (d->coll) {
+    case MPCCL_COLL_ALLGATHER: *in_off = rank * c; break;      /* in == out + rank*count */
+    case MPCCL_COLL_REDUCESCATTER: *in_off = -rank * c; break; /* out == in + rank*count */
+    case MPCCL_COLL_GATHER: *in_off = d->root * c; break;
+    case MPCCL_COLL_SCATTER: *in_off = -d->root * c; break;
+    default: break;
+    }
+}
+
+static plan_entry_t *find_plan(mpccl_gpu_state_t *s, const plan_key_t *k)
+{
+    for (plan_entry_t *e = s->plans[key_hash(k)]; e; e = e->next)
+        if (!memcmp(&e->key, k, sizeof(*k))) return e;
+    return NULL;
+}
+
+static void keep_plan(ncclComm_t comm, mpccl_gpu_state_t *s, plan_entry_t *e)
+{
+    unsigned b = key_hash(&e->key);
+    e->next = s->plans[b];
+    s->plans[b] = e;
+    if (++s->nplans % 4096 == 0)
+        MPCCL_WARN(MPCCL_SUB_COLL, "comm 0x%llx holds %u cached GPU plans (one per distinct call shape)",
+                   (unsigned long long)comm->id, s->nplans);
+}
+
+static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,
+                                  plan_entry_t **out)
+{
+    plan_key_t k;
+    memset(&k, 0, sizeof(k));
+    k.coll = d->coll;
+    k.dt = d->dt;
+    k.op = d->op;
+    k.root = d->root;
+    k.prescale = (uint8_t)d->prescale;
+    k.divide = (uint8_t)d->divide;
+    k.in_place = (uint8_t)d->in_place;
+    k.count = d->count;
+    if ((*out = find_plan(s, &k)) != NULL) return MPCCL_OK;
+    plan_entry_t *e = calloc(1, sizeof(*e));
+    if (!e) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan");
+    e->key = k;
+    mpccl_status_t st = mpccl_plan(&comm->topo, d, &comm->params, &e->sched);
+    if (st == MPCCL_OK) {
+        mpccl_inout_t io;
+        int64_t in_off;
+        inout_of(d, comm->rank, &io, &in_off);
+        st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, io, in_off, &e->gp);
+        if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
+    }
+    if (st != MPCCL_OK) {
+        free(e);
+        return st;
+    }
+    keep_plan(comm, s, e);
+    *out = e;
+    return MPCCL_OK;
+}
+
+/* ---- scratch ---- */
+
+static size_t align256(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out)
+{
+    if (s->scratch && s->scratch->bytes >= bytes) {
+        *out = s->scratch->ptr;
+        return MPCCL_OK;
+    }
+    size_t want = s->scratch ? s->scratch->bytes * 2 : (1u << 20);
+    while (want < bytes) want *= 2;
+    scratch_block_t *blk = calloc(1, sizeof(*blk));
+    if (!blk) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
+    /* cudaMalloc is not allowed while a stream is being captured in global mode;
+     * growing scratch is rare (the first call of a larger size), so relax the
+     * capture mode for this thread around it. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaMalloc(&blk->ptr, want);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) {
+        free(blk);
+        return mpccl_cuda_error(e, "cudaMalloc(scratch)");
+    }
+    blk->bytes = want;
+    blk->older = s->scratch;
+    s->scratch = blk;
+    *out = blk->ptr;
+    return MPCCL_OK;
+}
+
+static mpccl_status_t before_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int *capturing);
+static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_engine_args_t *a,
+                                    cudaStream_t stream);
+static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int capturing);
+
+/* ---- grouped point-to-point ---- */
+
+/* The order a group's p2p calls go into the schedule: by distance to the peer
+ * (a send to me+d and a receive from me-d share distance d, so the matching
+ * receive of my send sits at the same place in the peer's schedule), then in
+ * program order, which keeps each peer's messages in order.  The engine works
+ * on a window of steps, and users may post all sends before all receives. */
+static void p2p_pairwise_order(ncclComm_t comm, mpccl_call_t **calls, int n, int *order)
+{
+    int nr = comm->nranks, me = comm->rank, k = 0;
+    for (int d = 0; d < nr; d++)
+        for (int i = 0; i < n; i++) {
+            int peer = calls[i]->desc.root;
+            int dist = calls[i]->desc.coll == MPCCL_COLL_SEND ? (peer - me + nr) % nr : (me - peer + nr) % nr;
+            if (dist == d) order[k++] = i;
+        }
+}
+
+/* A group's p2p calls of one communicator become one launch: their sends and
+ * receives progress together, so every rank exchanging with every other cannot
+ * deadlock on full mailboxes.  Bytes move, so the schedule is in bytes; buffer 3+k
+ * is call k's.  Plans are cached by the calls' shape. */
+static mpccl_status_t p2p_plan(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call_t **calls, int n,
+                               plan_entry_t **out)
+{
+    plan_key_t k;
+    memset(&k, 0, sizeof(k));
+    k.coll = -1; /* never a collective's key */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < n; i++) {
+        uint64_t v[3] = {(uint64_t)calls[i]->desc.coll, (uint64_t)(uint32_t)calls[i]->desc.root,
+                         calls[i]->desc.count * mpccl_dtype_size(calls[i]->desc.dt)};
+        for (int j = 0; j < 3; j++) h = (h ^ v[j]) * 0x100000001b3ULL;
+    }
+    k.count = h;
+    k.root = n;
+    if ((*out = find_plan(s, &k)) != NULL) return MPCCL_OK;
+    plan_entry_t *e = calloc(1, sizeof(*e));
+    if (!e) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan");
+    e->key = k;
+    mpccl_build_t bld;
+    mpccl_status_t st = mpccl_build_init(&bld, &e->sched, comm->rank, comm->nranks);
+    if (st == MPCCL_OK) {
+        int order[MPCCL_ENGINE_MAX_BUFS];
+        p2p_pairwise_order(comm, calls, n, order);
+        for (int k = 0; k < n; k++) {
+            int i = order[k];
+            uint64_t bytes = calls[i]->desc.count * mpccl_dtype_size(calls[i]->desc.dt);
+            mpccl_ref_t r = mpccl_ref((uint32_t)(3 + i), 0);
+            if (calls[i]->desc.coll == MPCCL_COLL_SEND) mpccl_b_send(&bld, calls[i]->desc.root, r, bytes, NULL, 0);
+            else mpccl_b_recv(&bld, calls[i]->desc.root, r, bytes, NULL, 0);
+        }
+        st = mpccl_build_finish(&bld);
+    }
+    if (st == MPCCL_OK) {
+        st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, MPCCL_INOUT_UNKNOWN, 0, &e->gp);
+        if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
+    }
+    if (st != MPCCL_OK) {
+        free(e);
+        return st;
+    }
+    keep_plan(comm, s, e);
+    *out = e;
+    return MPCCL_OK;
+}
+
+/* The launch runs on the first call's stream; the other calls' streams join
+ * before it and wait for it after (NCCL's group semantics across streams). */
+static mpccl_status_t join_streams(mpccl_gpu_state_t *s, mpccl_call_t **calls, int n, int after)
+{
+    cudaStream_t s0 = (cudaStream_t)calls[0]->stream;
+    for (int i = 1; i < n; i++) {
+        cudaStream_t si = (cudaStream_t)calls[i]->stream;
+        if (si == s0) continue;
+        MPCCL_CUDA_CHECK(cudaEventRecord(s->join, after ? s0 : si));
+        MPCCL_CUDA_CHECK(cudaStreamWaitEvent(after ? si : s0, s->join, 0));
+    }
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
+{
+    ncclComm_t comm = calls[0]->comm;
+    mpccl_gpu_state_t *s = comm->gpu;
+    plan_entry_t *pe = NULL;
+    int saved = -1;
+    mpccl_status_t st;
+    if (n > MPCCL_ENGINE_MAX_BUFS - 3)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "p2p launch of %d calls (at most %d)", n, MPCCL_ENGINE_MAX_BUFS - 3);
+    if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    cudaStream_t stream = (cudaStream_t)calls[0]->stream;
+    int capturing = 0;
+    if (mpccl_flat_takes_p2p(s->flat)) {
+        MPCCL_CHECK_GOTO(before_launch(s, stream, &capturing), st, out);
+        MPCCL_CHECK_GOTO(join_streams(s, calls, n, 0), st, out);
+        MPCCL_CHECK_GOTO(mpccl_flat_launch_p2p(s->flat, calls, n, stream), st, out);
+        MPCCL_CHECK_GOTO(join_streams(s, calls, n, 1), st, out);
+        st = after_launch(s, stream, capturing);
+        goto out;
+    }
+    MPCCL_CHECK_GOTO(p2p_plan(comm, s, calls, n, &pe), st, out);
+    MPCCL_CHECK_GOTO(before_launch(s, stream, &capturing), st, out);
+    MPCCL_CHECK_GOTO(join_streams(s, calls, n, 0), st, out);
+    mpccl_engine_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.comm = s->g->dcomm;
+    a.plan = pe->gp.dev;
+    for (int i = 0; i < n; i++)
+        a.buf[3 + i] = calls[i]->desc.coll == MPCCL_COLL_SEND ? (void *)calls[i]->task.in : calls[i]->task.out;
+    a.dtype = ncclUint8;
+    a.op = MPCCL_OP_SUM;
+    if (pe->sched.nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream), st, out);
+    MPCCL_CHECK_GOTO(join_streams(s, calls, n, 1), st, out);
+    st = after_launch(s, stream, capturing);
+out:
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    return st;
+}
+
+/* ---- launch ---- */
+
+/* An engine launch; between nodes it is the proxy's work (gpu_proxy_work.h). */
+static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_engine_args_t *a,
+                                    cudaStream_t stream)
+{
+    mpccl_proxy_work_token_t tok;
+    mpccl_proxy_work_args_t pa;
+    if (comm->topo.nnodes == 1) return mpccl_engine_launch(a, s->g->nctas, stream);
+    MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, &pa, &tok));
+    a->proxy_count = pa.count;
+    a->proxy_done = pa.done;
+    mpccl_status_t st = mpccl_engine_launch(a, s->g->nctas, stream);
+    mpccl_status_t e = mpccl_proxy_work_end(&s->work, stream, &tok, st);
+    return st != MPCCL_OK ? st : e;
+}
+
+/* A launch on another stream than the previous one waits for it.  Inside a
+ * capture the graph's own order applies (an event recorded there cannot order
+ * work outside it); NCCL asks the same of its users. */
+static mpccl_status_t before_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int *capturing)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &cs);
+    *capturing = cs != cudaStreamCaptureStatusNone;
+    if (*capturing || !s->have_last || s->last_stream == stream) return MPCCL_OK;
+    MPCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, s->last_done, 0));
+    return MPCCL_OK;
+}
+
+static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int capturing)
+{
+    if (capturing) return MPCCL_OK;
+    MPCCL_CUDA_CHECK(cudaEventRecord(s->last_done, stream));
+    s->last_stream = stream;
+    s->have_last = 1;
+    return MPCCL_OK;
+}
+
+/* pre = the call's input times its PreMulSum / float-avg scalar (host value,
+ * or read on the device when the scalar lives there), n elements. */
+static mpccl_status_t scale_input(const mpccl_call_t *call, void *pre, uint64_t n, cudaStream_t stream)
+{
+    return mpccl_gpu_scale_launch_dev(call->desc.dt, pre, call->task.in,
+                                      call->task.scalar_dev ? NULL : call->task.scalar, call->task.scalar_dev, n,
+                                      stream);
+}
+
+/* Elements of the input a prescaled call reads (reductions only). */
+static uint64_t in_elems(const ncclComm_t comm, const mpccl_coll_desc_t *d)
+{
+    return d->coll == MPCCL_COLL_REDUCESCATTER ? d->count * (uint64_t)comm->nranks : d->count;
+}
+
+static mpccl_status_t launch_flat(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call_t *call, cudaStream_t stream)
+{
+    int capturing = 0;
+    const void *in = call->task.in;
+    MPCCL_CHECK(before_launch(s, stream, &capturing));
+    if (call->desc.prescale) {
+        uint64_t n = in_elems(comm, &call->desc);
+        void *pre = NULL;
+        MPCCL_CHECK(get_scratch(s, align256(n * mpccl_dtype_size(call->desc.dt)), &pre));
+        MPCCL_CHECK(scale_input(call, pre, n, stream));
+        in = pre;
+    }
+    MPCCL_CHECK(mpccl_flat_launch_call(s->flat, call, in, stream));
+    return after_launch(s, stream, capturing);
+}
+
+uint64_t mpccl_gpu_mem_bytes(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s) return 0;
+    uint64_t total = (s->g ? s->g->mailbox_bytes : 0) + mpccl_flat_region_size(s->flat);
+    for (scratch_block_t *b = s->scratch; b; b = b->older) total += b->bytes;
+    for (int i = 0; i < PLAN_BUCKETS; i++)
+        for (plan_entry_t *e = s->plans[i]; e; e = e->next) total += e->gp.bytes;
+    return total;
+}
+
+int mpccl_gpu_link_kind(ncclComm_t comm, int peer)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->g || peer < 0 || peer >= comm->nranks) return MPCCL_LINK_NONE;
+    return (int)s->g->links_host[peer].kind;
+}
+
+struct mpccl_flat_comm *mpccl_gpu_flat(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s ? s->flat : NULL;
+}
+
+struct mpccl_os_remote *mpccl_gpu_os_remote(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s ? s->os_remote : NULL;
+}
+
+mpccl_proxy_comm_t *mpccl_gpu_proxy(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s ? s->proxy : NULL;
+}
+
+struct mpccl_proxy_work *mpccl_gpu_proxy_work(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s && s->proxy ? &s->work : NULL;
+}
+
+int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->flat) return 0;
+    if (d->coll == MPCCL_COLL_SEND || d->coll == MPCCL_COLL_RECV) return mpccl_flat_takes_p2p(s->flat);
+    return mpccl_flat_takes(s->flat, d);
+}
+
+/* A communicator of one rank: a collective's result is its input, so it is
+ * one copy on the stream (none in place) -- a copy-engine node in a graph, no
+ * kernel.  Scaled calls (PreMulSum, float average) still take the kernels.
+ * The copy touches no state shared with the communicator's kernels, so it
+ * needs no ordering with its other launches. */
+static int single_rank_copy(ncclComm_t comm, const mpccl_call_t *call, cudaStream_t stream, mpccl_status_t *st)
+{
+    const mpccl_coll_desc_t *d = &call->desc;
+    if (comm->nranks != 1 || d->prescale || d->coll == MPCCL_COLL_SEND || d->coll == MPCCL_COLL_RECV) return 0;
+    size_t bytes = d->count * mpccl_dtype_size(d->dt);
+    *st = MPCCL_OK;
+    if (bytes == 0 || call->task.in == call->task.out) return 1;
+    cudaError_t e = cudaMemcpyAsync(call->task.out, call->task.in, bytes, cudaMemcpyDefault, stream);
+    if (e != cudaSuccess)
+        *st = mpccl_fail(MPCCL_ERR_CUDA, "one-rank collective: copying %zu bytes on the stream failed: %s", bytes,
+                         cudaGetErrorString(e));
+    return 1;
+}
+
+mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
+{
+    ncclComm_t comm = call->comm;
+    mpccl_gpu_state_t *s = comm->gpu;
+    cudaStream_t stream = (cudaStream_t)call->stream;
+    plan_entry_t *pe = NULL;
+    int saved = -1;
+    mpccl_status_t st;
+    if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    if (single_rank_copy(comm, call, stream, &st)) goto out;
+    if (mpccl_flat_takes(s->flat, &call->desc)) {
+        st = launch_flat(comm, s, call, stream);
+        goto out;
+    }
+    MPCCL_CHECK_GOTO(lookup_plan(comm, s, &call->desc, &pe), st, out);
+    const mpccl_sched_t *sc = &pe->sched;
+    size_t esize = mpccl_dtype_size(call->desc.dt);
+    size_t tmp_bytes = align256(sc->tmp_elems * esize);
+    size_t pre_bytes = sc->needs_prescale ? align256(sc->in_elems * esize) : 0;
+    void *scratch = NULL;
+    if (tmp_bytes + pre_bytes) MPCCL_CHECK_GOTO(get_scratch(s, tmp_bytes + pre_bytes, &scratch), st, out);
+    int capturing = 0;
+    MPCCL_CHECK_GOTO(before_launch(s, stream, &capturing), st, out);
+
+    mpccl_engine_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.comm = s->g->dcomm;
+    a.plan = pe->gp.dev;
+    a.buf[MPCCL_BUF_IN] = (void *)call->task.in;
+    a.buf[MPCCL_BUF_OUT] = call->task.out;
+    a.buf[MPCCL_BUF_TMP] = scratch;
+    a.dtype = call->desc.dt;
+    a.op = call->desc.op;
+    a.divisor = call->task.divisor;
+    memcpy(a.scalar, call->task.scalar, sizeof(a.scalar));
+    if (sc->needs_prescale && sc->in_elems) {
+        void *pre = (char *)scratch + tmp_bytes;
+        MPCCL_CHECK_GOTO(scale_input(call, pre, sc->in_elems, stream), st, out);
+        a.buf[MPCCL_BUF_IN] = pre;
+    }
+    if (sc->nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream), st, out);
+    MPCCL_TRACE(MPCCL_SUB_COLL, "comm 0x%llx: engine launch: %s, %zu elements, %u steps", (unsigned long long)comm->id,
+                mpccl_coll_name(call->desc.coll), (size_t)call->desc.count, sc->nsteps);
+    st = after_launch(s, stream, capturing);
+out:
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    return st;
+}
+#endif

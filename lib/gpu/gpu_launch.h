@@ -1,0 +1,56 @@
+/* The GPU side of a communicator and of a call: setup (mailboxes, proxy), the plan
+ * cache, scratch memory and the kernel launch on the user's stream.  Only built
+ * with CUDA; comm.c and enqueue.c call it for communicators bound to a device. */
+#ifndef MPCCL_GPU_LAUNCH_H
+#define MPCCL_GPU_LAUNCH_H
+
+#include "core/comm.h"
+#include "core/group.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include "kernels/devplan.h"
+#include "gpu/gpu_proxy.h"
+
+struct mpccl_os_remote;
+
+/* Collective over the communicator: device links inside the node, the proxy for
+ * other nodes.  comm->cuda_dev is the device. */
+mpccl_status_t mpccl_gpu_setup(ncclComm_t comm);
+void mpccl_gpu_release(ncclComm_t comm, int force);
+/* ncclCommFinalize: waits for the device, then detaches the proxy, which
+ * drives the transport the caller is about to close. */
+void mpccl_gpu_finalize(ncclComm_t comm);
+
+/* Checks the call's buffers against the communicator's device (fn names the API
+ * call in messages). */
+mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_coll_t coll, const void *in,
+                                       const void *out, size_t count, ncclDataType_t dt, int root);
+
+/* Plans (cached), prepares scratch and launches one call on its stream; returns
+ * once the work is enqueued. */
+mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call);
+/* Whether call d of comm runs on the flat kernels (ncclGroupSimulateEnd's model). */
+int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d);
+/* The communicator's flat kernels (NULL: it has none). */
+struct mpccl_flat_comm *mpccl_gpu_flat(ncclComm_t comm);
+/* Device memory this communicator's GPU state holds: mailboxes, the flat
+ * kernels' region, plans and scratch (ncclCommMemStats). */
+uint64_t mpccl_gpu_mem_bytes(ncclComm_t comm);
+/* Launches n (<= MPCCL_ENGINE_MAX_BUFS - 3) send/recv calls of one communicator
+ * as one kernel. */
+mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n);
+/* The one-sided channel to peers on other nodes and the proxy carrying it
+ * (NULL: the communicator spans one node). */
+struct mpccl_os_remote *mpccl_gpu_os_remote(ncclComm_t comm);
+mpccl_proxy_comm_t *mpccl_gpu_proxy(ncclComm_t comm);
+/* How launches that need the proxy post themselves (gpu_proxy_work.h). */
+struct mpccl_proxy_work *mpccl_gpu_proxy_work(ncclComm_t comm);
+/* Attaches the proxy's one-sided channel to peers of this node without P2P
+ * if the communicator has none yet (first window registration; collective
+ * only in that every rank calls it there). */
+mpccl_status_t mpccl_gpu_onesided_channel(ncclComm_t comm);
+/* MPCCL_LINK_* of the engine's link to peer (NONE for itself or out of range). */
+int mpccl_gpu_link_kind(ncclComm_t comm, int peer);
+#endif
+
+#endif

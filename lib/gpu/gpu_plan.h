@@ -1,0 +1,76 @@
+/* Device plans: a schedule (lib/algo/algo_schedule.h) turned into the device form the
+ * engine runs (lib/kernels/devplan.h) and uploaded into one device allocation.
+ * The conversion is plain C (testable without a GPU); upload and free need CUDA
+ * (MPCCL_HAVE_CUDA). */
+#ifndef MPCCL_GPU_PLAN_H
+#define MPCCL_GPU_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__has_include)
+#if __has_include("build_config.h")
+#include "build_config.h" /* MPCCL_HAVE_CUDA */
+#endif
+#endif
+#include "kernels/devplan.h"
+#include "algo/algo_schedule.h"
+#include "util/status.h"
+
+/* Largest window (steps a CTA keeps in progress at once) the engine supports:
+ * its per-step progress lives in shared memory. */
+#define MPCCL_ENGINE_MAX_WINDOW 64
+
+/* How IN and OUT relate in memory, for the locality rule: it must know which
+ * references can touch the same elements. */
+typedef enum {
+    MPCCL_INOUT_UNKNOWN = 0, /* they may overlap anywhere (always safe) */
+    MPCCL_INOUT_DISTINCT,    /* separate memory (out of place, or IN is the prescaled copy) */
+    MPCCL_INOUT_OFFSET       /* in place: IN element x is OUT element x + in_off */
+} mpccl_inout_t;
+
+/* Fills steps[s->nsteps] and deps[s->ndeps] (caller-allocated) from s, with
+ * each dependency's `local` flag: 1 when CTA g doing its part of the earlier
+ * step (and of everything that step locally depends on) is all the dependent
+ * step's part g needs -- both have the same count, and every pair of their
+ * references that can touch a common element with one of them writing starts at
+ * the same element (so partition g meets partition g only).  The rule is applied
+ * transitively: a local chain is only as local as every link of it, which is
+ * tracked with a bounded set of regions per step (when the set would grow past
+ * its bound, dependents of that step wait for all CTAs).  io/in_off describe IN
+ * versus OUT (a schedule with needs_prescale always has them distinct). */
+mpccl_status_t mpccl_gpu_plan_convert(const mpccl_sched_t *s, mpccl_inout_t io, int64_t in_off,
+                                      mpccl_dev_step_t *steps, mpccl_dev_dep_t *deps);
+
+/* A plan in device memory: header, steps, deps and counters in one allocation. */
+typedef struct mpccl_gpu_plan {
+    mpccl_dev_plan_t *dev; /* device pointer: the engine's args.plan */
+    void *dev_mem;         /* the allocation (dev points into it) */
+    size_t bytes;
+    uint32_t nsteps, ndeps;
+    uint32_t nctas;        /* the launch width it was uploaded for */
+    uint32_t window;
+    uint32_t nlocal;       /* dependencies marked local (statistics, tests) */
+} mpccl_gpu_plan_t;
+
+/* Byte layout of the allocation: the host image (pointers filled for device
+ * base `base`, counters zero) that upload copies.  Exposed for the unit test.
+ * *image is malloc'ed; free() it. */
+mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, int64_t in_off, uint32_t window,
+                                    uintptr_t base, void **image, size_t *bytes, uint32_t *nlocal);
+
+#if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
+/* Converts and uploads s for launches of nctas CTAs keeping window steps in
+ * progress (1..MPCCL_ENGINE_MAX_WINDOW).  IN and OUT are assumed to possibly
+ * overlap (safe for any call); _io gives the exact relation for more local
+ * dependencies.  Allocates and copies synchronously on a private stream, so it
+ * works while the calling thread captures a graph on another stream; not for the
+ * fast path (plans are cached). */
+mpccl_status_t mpccl_gpu_plan_upload(const mpccl_sched_t *s, uint32_t nctas, uint32_t window, mpccl_gpu_plan_t *out);
+mpccl_status_t mpccl_gpu_plan_upload_io(const mpccl_sched_t *s, uint32_t nctas, uint32_t window, mpccl_inout_t io,
+                                        int64_t in_off, mpccl_gpu_plan_t *out);
+/* Frees the device memory (no launch of the plan may still be pending). */
+void mpccl_gpu_plan_free(mpccl_gpu_plan_t *p);
+#endif
+
+#endif

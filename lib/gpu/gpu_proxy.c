@@ -1,0 +1,664 @@
+/* The GPU proxy thread (see gpu_proxy.h): moves pieces between host staging slots
+ * shared with the device engine and the transport.  Compiles without CUDA: the
+ * staging memory comes from the caller's allocator. */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "util/config.h"
+#include "util/log.h"
+#include "gpu/gpu_proxy_impl.h"
+#include "gpu/gpu_proxy_wake.h"
+
+#ifndef MPCCL_REQ_HAS_BYTES
+#error "the proxy needs the received length of each piece (mpccl_req_t.bytes) for rx_len"
+#endif
+
+/* The process-wide thread and the list of communicators it serves.  life
+ * serializes starting and stopping the thread (never taken by the thread);
+ * lock guards the list and the detach handshake (held only briefly). */
+static struct {
+    pthread_mutex_t life;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    mpccl_proxy_comm_t *list;
+    unsigned gen; /* bumped on every list change; read atomically by the thread */
+    int stop;
+    int running;
+    pthread_t thread;
+} P = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
+
+/* MPCCL_PROXY_SPIN_US (busy polling after the last activity), MPCCL_PROXY_YIELD_US
+ * (then sched_yield polling), MPCCL_PROXY_SLEEP_US (then, while posted work is
+ * unfinished, sleeps doubling from 1 us up to this; with none, a sleep until
+ * woken): lib/util/config.c. */
+typedef struct proxy_settings {
+    int64_t spin_ns, yield_ns, sleep_ns;
+} proxy_settings_t;
+
+static int64_t setting_us(const char *name, int64_t def)
+{
+    int64_t x = mpccl_config_int(name);
+    return (x >= 0 && x <= 1000000) ? x : def;
+}
+
+static proxy_settings_t settings(void)
+{
+    proxy_settings_t s = {setting_us("PROXY_SPIN_US", 20) * 1000, setting_us("PROXY_YIELD_US", 500) * 1000,
+                          setting_us("PROXY_SLEEP_US", 100) * 1000};
+    return s;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- serving one communicator (proxy thread only) ---- */
+
+/* The first failure stops the communicator: its kernel gets no further acks or
+ * pieces, and mpccl_proxy_error reports it. */
+static int fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece,
+                uint32_t g, int peer)
+{
+    if (pc->failed) return 0;
+    pc->failed = 1;
+    char chan[32];
+    if (g < pc->nctas) snprintf(chan, sizeof(chan), "CTA %u", g);
+    else snprintf(chan, sizeof(chan), "the one-sided channel");
+    mpccl_fail(st, "proxy: rank %d: %s piece %u of %s with rank %d failed (%s); "
+               "the proxy stops serving this communicator",
+               pc->rank, what, piece, chan, peer, mpccl_status_name(st));
+    __atomic_store_n(&pc->error, st, __ATOMIC_RELEASE);
+    return 1;
+}
+
+
+/* Where channel g's slot s lies (rx = 1: receive side), as the transport sees it. */
+static char *slot_ptr(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, int rx, uint32_t g, uint32_t s)
+{
+    if (g < pc->nctas) return (rx ? pe->cta_rx : pe->cta_tx) + ((size_t)g * pc->nslots + s) * pc->slot_bytes;
+    return (rx ? pe->os_rx : pe->os_tx) + (size_t)s * pc->slot_bytes;
+}
+
+/* The tag's g field of channel c. */
+static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
+{
+    return c < pc->nctas ? c : MPCCL_PROXY_OS_G;
+}
+
+static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint32_t p)
+{
+    uint32_t s = p % chan_slots(pc, g);
+    size_t i = peer_slot(pc, pe, g, s);
+    mpccl_status_t st = pc->t->ops->irecv(pc->t, pe->rank, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
+                                          slot_ptr(pc, pe, 1, g, s), pc->slot_bytes, &pe->rx_req[i]);
+    if (st != MPCCL_OK) return fail(pc, st, "posting the receive of", p, g, pe->rank), -1;
+    return 0;
+}
+
+static int start(mpccl_proxy_comm_t *pc)
+{
+    pc->started = 1;
+    for (int k = 0; k < pc->npeers; k++)
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
+            proxy_chan_t *c = &pc->peers[k].chan[g];
+            for (uint32_t p = 0; p < chan_slots(pc, g); p++)
+                if (post_recv(pc, &pc->peers[k], g, p) < 0) return 1;
+            c->rx_posted = chan_slots(pc, g);
+        }
+    return 1;
+}
+
+/* Sends the pieces the kernel raised; acknowledges completed sends in order
+ * (the kernel reuses slot p % nslots once tx_ack > p). */
+static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
+{
+    proxy_chan_t *c = &pe->chan[g];
+    uint32_t K = chan_slots(pc, g);
+    int act = 0;
+    while (c->tx_next - c->tx_done < K) {
+        uint32_t p = c->tx_next;
+        size_t i = peer_slot(pc, pe, g, p % K);
+        if (pe->tx_ready[i] != p + 1) break;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* len and data after ready */
+        uint32_t len = pe->tx_len[i];
+        if (len > pc->slot_bytes)
+            return fail(pc, MPCCL_ERR_INTERNAL, "sending (the kernel gave a length over the slot size)",
+                        p, g, pe->rank);
+        mpccl_status_t st = pc->t->ops->isend(pc->t, pe->rank, mpccl_proxy_tag(pc->rank, chan_tag_g(pc, g), p),
+                                              slot_ptr(pc, pe, 0, g, p % K), len, &pe->tx_req[i]);
+        if (st != MPCCL_OK) return fail(pc, st, "sending", p, g, pe->rank);
+        MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u (%u bytes) to rank %d posted", pc->rank, p,
+                    g, len, pe->rank);
+        c->tx_next++;
+        act++;
+    }
+    uint32_t done = c->tx_done;
+    while (done != c->tx_next) {
+        mpccl_req_t *r = &pe->tx_req[peer_slot(pc, pe, g, done % K)];
+        if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
+        if (r->status != MPCCL_OK) return fail(pc, r->status, "sending", done, g, pe->rank);
+        MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u to rank %d sent", pc->rank, done, g,
+                    pe->rank);
+        done++;
+    }
+    if (done != c->tx_done) {
+        c->tx_done = done;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the GPU never sees an ack before the send completed */
+        pe->tx_ack[peer_chan(pe, g)] = done;
+        act++;
+    }
+    return act;
+}
+
+/* Hands completed receives to the kernel in order and re-posts a slot once the
+ * kernel consumed the piece that used it. */
+static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
+{
+    proxy_chan_t *c = &pe->chan[g];
+    uint32_t K = chan_slots(pc, g);
+    int act = 0;
+    while (c->rx_pub != c->rx_posted) {
+        uint32_t p = c->rx_pub;
+        size_t i = peer_slot(pc, pe, g, p % K);
+        mpccl_req_t *r = &pe->rx_req[i];
+        if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
+        if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
+        MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u (%zu bytes) from rank %d arrived", pc->rank,
+                    p, g, r->bytes, pe->rank);
+        if (g == pc->nctas) { /* the one-sided channel: the host hands the piece over */
+            size_t off = (size_t)(p % K) * pc->slot_bytes;
+            int took = pc->os.deliver(pc->os.ctx, pe->rank, p, pe->os_rx + off, pe->os_rx_dev + off,
+                                      (uint32_t)r->bytes, pe->rx_ack_dev + peer_chan(pe, g));
+            if (took < 0) return fail(pc, MPCCL_ERR_INTERNAL, "delivering", p, g, pe->rank);
+            if (took == 0) break;
+            c->rx_pub++;
+            act++;
+            continue;
+        }
+        if (pc->slots && pc->alloc.flush && !pc->flushed) { /* one flush covers every receive done so far */
+            pc->alloc.flush(pc->alloc.ctx);
+            pc->flushed = 1;
+        }
+        pe->rx_len[i] = (uint32_t)r->bytes;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* data and len before ready */
+        pe->rx_ready[i] = p + 1;
+        c->rx_pub++;
+        act++;
+    }
+    uint32_t ack = pe->rx_ack[peer_chan(pe, g)];
+    /* Piece q reuses the slot of q - K, free once ack >= q - K + 1. */
+    while (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) {
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernel's reads of the slot came before its ack */
+        if (post_recv(pc, pe, g, c->rx_posted) < 0) return 1;
+        c->rx_posted++;
+        act++;
+    }
+    return act;
+}
+
+static int serve(mpccl_proxy_comm_t *pc)
+{
+    if (pc->failed) return 0;
+    if (pc->slots && pc->alloc.bind) pc->alloc.bind(pc->alloc.ctx);
+    pc->flushed = 0; /* completions come from progress below */
+    int act = pc->started ? 0 : start(pc);
+    if (pc->t->ops->progress(pc->t) > 0) act++;
+    for (int k = 0; k < pc->npeers && !pc->failed; k++)
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan && !pc->failed; g++) {
+            act += serve_tx(pc, &pc->peers[k], g);
+            act += serve_rx(pc, &pc->peers[k], g);
+        }
+    return act;
+}
+
+/* ---- detaching (proxy thread side) ---- */
+
+/* Requests of pc still in flight: sends in [tx_done, tx_next), receives in
+ * [rx_pub, rx_posted) that are not done; cancel = 1 cancels them too. */
+static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
+{
+    int n = 0;
+    for (int k = 0; k < pc->npeers; k++)
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
+            proxy_peer_t *pe = &pc->peers[k];
+            proxy_chan_t *c = &pe->chan[g];
+            uint32_t first = sends ? c->tx_done : c->rx_pub, end = sends ? c->tx_next : c->rx_posted;
+            uint32_t K = chan_slots(pc, g);
+            for (uint32_t p = first; p != end; p++) {
+                mpccl_req_t *r = (sends ? pe->tx_req : pe->rx_req) + peer_slot(pc, pe, g, p % K);
+                if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) continue;
+                if (cancel) pc->t->ops->cancel(pc->t, r);
+                n++;
+            }
+        }
+    return n;
+}
+
+static void finish_detach(mpccl_proxy_comm_t *pc)
+{
+    pthread_mutex_lock(&P.lock);
+    mpccl_proxy_comm_t **pp = &P.list;
+    while (*pp && *pp != pc) pp = &(*pp)->next;
+    if (*pp) *pp = pc->next;
+    __atomic_add_fetch(&P.gen, 1, __ATOMIC_ACQ_REL);
+    pc->detached = 1;
+    pthread_cond_broadcast(&P.cv);
+    pthread_mutex_unlock(&P.lock);
+}
+
+/* Non-blocking, called once per pass: flush (bounded) drains the sends first;
+ * then every receive is cancelled; memory a request still holds is leaked. */
+static int detach_step(mpccl_proxy_comm_t *pc, int mode)
+{
+    mpccl_transport_t *t = pc->t;
+    if (pc->slots && pc->alloc.bind) pc->alloc.bind(pc->alloc.ctx);
+    if (!pc->started) {
+        finish_detach(pc);
+        return 1;
+    }
+    if (pc->detach_phase == 0) {
+        int64_t ms = mode == DETACH_FORCE ? 0 : mpccl_config_int("UCX_CLOSE_TIMEOUT");
+        pc->deadline = now_ns() + ms * 1000000;
+        pc->detach_phase = 1;
+    }
+    if (pc->detach_phase == 1) {
+        /* Pieces the device raised are sent too: a one-sided put is complete
+         * on its stream once its data is staged, before the proxy sent it. */
+        for (int k = 0; mode != DETACH_FORCE && k < pc->npeers && !pc->failed; k++)
+            for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan && !pc->failed; g++)
+                serve_tx(pc, &pc->peers[k], g);
+        t->ops->progress(t);
+        if (in_flight(pc, 1, 0) > 0 && now_ns() < pc->deadline) return 1;
+        /* A cancelled send is detached from us, but UCX may still read the slot. */
+        if (in_flight(pc, 1, 1) > 0) {
+            pc->leak = 1;
+            MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d: detached with sends in flight; their staging "
+                       "stays allocated", pc->rank);
+        }
+        in_flight(pc, 0, 1);
+        pc->detach_phase = 2;
+    }
+    t->ops->progress(t);
+    int pending = in_flight(pc, 0, 0);
+    if (pending > 0 && now_ns() < pc->deadline) return 1;
+    if (pending > 0) {
+        /* Matched receives UCX would not cancel: it will write into the slots
+         * and the requests, so neither may be freed. */
+        pc->leak = 2;
+        MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d: %d receives still in flight at detach; their "
+                   "staging stays allocated", pc->rank, pending);
+    }
+    finish_detach(pc);
+    return 1;
+}
+
+/* ---- the thread ---- */
+
+/* Whether pc needs the thread awake: work posted and unfinished, sends in
+ * flight or raised, pieces handed over but not yet acknowledged on the
+ * one-sided channel (its acks come from delivery kernels), receives to
+ * re-post.  Pieces waiting for a kernel not yet launched need nothing: that
+ * launch posts work. */
+static int has_work(mpccl_proxy_comm_t *pc)
+{
+    if (__atomic_load_n(&pc->detach_req, __ATOMIC_SEQ_CST) != DETACH_NONE) return 1;
+    if (pc->failed) return 0;
+    if (!pc->started) return 1;
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
+        if ((int32_t)(__atomic_load_n(&pc->posted[k], __ATOMIC_SEQ_CST) - *pc->done[k]) > 0) return 1;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernels' flags after their done count */
+    for (int k = 0; k < pc->npeers; k++)
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
+            proxy_peer_t *pe = &pc->peers[k];
+            proxy_chan_t *c = &pe->chan[g];
+            uint32_t K = chan_slots(pc, g), ack = pe->rx_ack[peer_chan(pe, g)];
+            if (c->tx_next != c->tx_done || pe->tx_ready[peer_slot(pc, pe, g, c->tx_next % K)] == c->tx_next + 1)
+                return 1;
+            if (pe->rx_req[peer_slot(pc, pe, g, c->rx_pub % K)].done && c->rx_pub != c->rx_posted) return 1;
+            if (g == pc->nctas && c->rx_posted - c->rx_pub != K) return 1;
+            if (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) return 1;
+        }
+    return 0;
+}
+
+/* Spin, then yield, then sleep: with posted work unfinished, a doubling
+ * interval (kernel flags in host memory cannot wake us, so the cap bounds
+ * latency); with none, until a user thread posts work or a transport has
+ * traffic (gpu_proxy_wake.h).
+ *
+ * A transport's event fd can stay readable with nothing for progress to do
+ * (seen with UCX: a timerfd of a connection whose peer never progressed its
+ * worker).  So a wake that finds nothing goes back to sleep at once, and after
+ * QUIET_WAKES such wakes in a row the transports' fds are left out: the proxy
+ * then sleeps on its eventfd alone, for a doubling time up to QUIET_MAX_NS,
+ * so unannounced arrivals are seen within that; any activity ends it. */
+#define QUIET_WAKES 4
+#define QUIET_MAX_NS 100000000LL
+
+typedef struct backoff {
+    proxy_settings_t cfg;
+    int64_t idle_since; /* 0: active */
+    int64_t sleep_ns;
+    int quiet_wakes;    /* wakes in a row that found nothing */
+    struct pollfd *fds; /* one per communicator, and the eventfd */
+    size_t nfds;
+} backoff_t;
+
+/* Sleeps until woken; returns early (0) when the re-check finds work. */
+static int sleep_until_woken(backoff_t *b, mpccl_proxy_comm_t **snap, size_t nsnap, unsigned seen)
+{
+    if (b->nfds < nsnap + 1) {
+        struct pollfd *f = realloc(b->fds, (nsnap + 1) * sizeof(*f));
+        if (f == NULL) return 0; /* keep polling */
+        b->fds = f;
+        b->nfds = nsnap + 1;
+    }
+    mpccl_proxy_sleep_announce();
+    int n = 0, quiet = b->quiet_wakes >= QUIET_WAKES;
+    int64_t timeout = -1;
+    if (quiet) {
+        int shift = b->quiet_wakes - QUIET_WAKES;
+        timeout = shift < 20 && (1000000LL << shift) < QUIET_MAX_NS ? 1000000LL << shift : QUIET_MAX_NS;
+    }
+    for (size_t i = 0; i < nsnap; i++) {
+        mpccl_proxy_comm_t *pc = snap[i];
+        if (has_work(pc)) goto busy;
+        if (pc->failed || quiet) continue;
+        int fd = pc->t->ops->arm ? pc->t->ops->arm(pc->t) : MPCCL_ARM_NONE;
+        if (fd == MPCCL_ARM_BUSY) goto busy;
+        if (fd == MPCCL_ARM_NONE) timeout = b->cfg.sleep_ns > 0 ? b->cfg.sleep_ns : 1000; /* cannot be told: poll */
+        else b->fds[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+    }
+    if (__atomic_load_n(&P.gen, __ATOMIC_SEQ_CST) != seen) goto busy;
+    mpccl_proxy_sleep(b->fds, n, timeout);
+    return 1;
+busy:
+    mpccl_proxy_sleep_cancel();
+    return 0;
+}
+
+static void backoff(backoff_t *b, int act, mpccl_proxy_comm_t **snap, size_t nsnap, unsigned seen)
+{
+    if (act) {
+        b->idle_since = 0;
+        b->sleep_ns = 0;
+        b->quiet_wakes = 0;
+        return;
+    }
+    int64_t now = now_ns();
+    if (b->idle_since == 0) b->idle_since = now;
+    int64_t idle = now - b->idle_since;
+    if (idle < b->cfg.spin_ns) return;
+    if (idle < b->cfg.spin_ns + b->cfg.yield_ns || b->cfg.sleep_ns == 0) {
+        sched_yield();
+        return;
+    }
+    int work = 0;
+    for (size_t i = 0; i < nsnap && !work; i++) work = has_work(snap[i]);
+    if (!work) {
+        if (!sleep_until_woken(b, snap, nsnap, seen)) return;
+        b->quiet_wakes++; /* until a pass finds something */
+        for (size_t i = 0; i < nsnap && !work; i++) work = has_work(snap[i]);
+        if (work) b->idle_since = 0; /* work posted: spin for it; else sleep again at once */
+        return;
+    }
+    b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : 1000;
+    if (b->sleep_ns > b->cfg.sleep_ns) b->sleep_ns = b->cfg.sleep_ns;
+    struct timespec ts = {(time_t)(b->sleep_ns / 1000000000), (long)(b->sleep_ns % 1000000000)};
+    nanosleep(&ts, NULL);
+}
+
+static void *proxy_main(void *arg)
+{
+    (void)arg;
+    mpccl_proxy_comm_t **snap = NULL;
+    size_t nsnap = 0, cap = 0;
+    unsigned seen = __atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) - 1;
+    backoff_t b = {settings(), 0, 0, 0, NULL, 0};
+    for (;;) {
+        if (__atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) != seen) {
+            pthread_mutex_lock(&P.lock);
+            seen = P.gen;
+            int stop = P.stop;
+            nsnap = 0;
+            for (mpccl_proxy_comm_t *pc = P.list; pc && !stop; pc = pc->next) {
+                if (nsnap == cap) {
+                    size_t nc = cap ? 2 * cap : 16;
+                    mpccl_proxy_comm_t **ns = realloc(snap, nc * sizeof(*ns));
+                    if (ns == NULL) break; /* serve those we have; retried next change */
+                    snap = ns;
+                    cap = nc;
+                }
+                snap[nsnap++] = pc;
+            }
+            pthread_mutex_unlock(&P.lock);
+            if (stop) break;
+        }
+        int act = 0;
+        for (size_t i = 0; i < nsnap; i++) {
+            mpccl_proxy_comm_t *pc = snap[i];
+            int mode = __atomic_load_n(&pc->detach_req, __ATOMIC_ACQUIRE);
+            act += mode != DETACH_NONE ? detach_step(pc, mode) : serve(pc);
+        }
+        backoff(&b, act, snap, nsnap, seen);
+    }
+    free(b.fds);
+    free(snap);
+    return NULL;
+}
+
+/* ---- attach / detach (user threads) ---- */
+
+static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, const uint8_t *is_remote,
+                                 uint32_t nctas, uint32_t nslots, uint32_t slot_bytes,
+                                 const mpccl_proxy_alloc_t *alloc, mpccl_dev_link_t *links,
+                                 mpccl_proxy_comm_t **out)
+{
+    if (t == NULL || out == NULL || is_remote == NULL || links == NULL)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: transport, is_remote, links and out must "
+                          "not be NULL");
+    if (alloc == NULL || alloc->alloc == NULL || alloc->free == NULL)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: allocator with alloc and free expected");
+    if ((alloc->alloc_slots == NULL) != (alloc->free_slots == NULL))
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: alloc_slots and free_slots come together");
+    if (nranks < 1 || rank < 0 || rank >= nranks || nranks != t->nranks || rank != t->rank)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d of %d does not match the "
+                          "transport (rank %d of %d)", rank, nranks, t->rank, t->nranks);
+    if (nctas < 1 || nctas > MPCCL_PROXY_MAX_CTAS)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: nctas = %u, expected 1..%d (8 tag bits, two "
+                          "values reserved)", nctas, MPCCL_PROXY_MAX_CTAS);
+    if (nslots < 1 || (nslots & (nslots - 1)) != 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: nslots = %u, expected a power of two "
+                          "(piece numbers wrap at 2^32)", nslots);
+    if (slot_bytes == 0 || slot_bytes % 16 != 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: slot_bytes = %u, expected a positive "
+                          "multiple of 16", slot_bytes);
+    if (is_remote[rank])
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d marked remote to itself", rank);
+    for (int i = 0; i < nranks; i++)
+        if (is_remote[i] > MPCCL_PROXY_ONESIDED_ONLY)
+            return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: is_remote[%d] = %u, expected 0, "
+                              "MPCCL_PROXY_REMOTE or MPCCL_PROXY_ONESIDED_ONLY", i, is_remote[i]);
+    return MPCCL_OK;
+}
+
+static void free_pc(mpccl_proxy_comm_t *pc)
+{
+    if (pc->mem && pc->leak == 0) pc->alloc.free(pc->alloc.ctx, pc->mem);
+    if (pc->slots && pc->leak == 0) pc->alloc.free_slots(pc->alloc.ctx, pc->slots);
+    if (pc->leak == 2) return; /* the transport may still complete these requests */
+    free(pc->reqs);
+    free(pc->chans);
+    free(pc->peers);
+    free(pc);
+}
+
+mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
+                                  const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
+                                  uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
+                                  mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
+                                  mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out)
+{
+    MPCCL_CHECK(check_args(t, rank, nranks, is_remote, nctas, nslots, slot_bytes, alloc, links, out));
+    if (os && (os->deliver == NULL || os_links == NULL))
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: the one-sided channel needs deliver and os_links");
+    for (int i = 0; i < nranks && os == NULL; i++)
+        if (is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY)
+            return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d is to be served for one-sided "
+                              "operations only, but there is no one-sided channel", i);
+    uint32_t os_nslots = os ? (os->nslots ? os->nslots : nslots) : 0;
+    if (os && (os_nslots & (os_nslots - 1)) != 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: os->nslots = %u, expected a power of two", os_nslots);
+    mpccl_status_t st = MPCCL_OK;
+    int npeers = 0;
+    for (int i = 0; i < nranks; i++) npeers += is_remote[i] != 0;
+    uint32_t nchan = nctas + (os ? 1 : 0);
+    size_t per = (size_t)nctas * nslots + os_nslots;
+    /* A one-sided-only peer's staging holds the one-sided channel alone. */
+    int split = alloc->alloc_slots != NULL;
+    layout_t l = mpccl_proxy_layout(nchan, (size_t)nctas * nslots, os_nslots, slot_bytes, split);
+    layout_t l_os = mpccl_proxy_layout(1, 0, os_nslots, slot_bytes, split);
+    mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
+    if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
+    if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
+    if (pc && pc->chans) pc->reqs = calloc((size_t)npeers * 2 * per + 1, sizeof(mpccl_req_t));
+    if (pc == NULL || pc->reqs == NULL) {
+        if (pc) free_pc(pc);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "proxy attach: out of memory for %d remote peers", npeers);
+    }
+    pc->t = t;
+    pc->rank = rank;
+    pc->nctas = nctas;
+    pc->nchan = nchan;
+    pc->os_nslots = os_nslots;
+    pc->nslot_total = per;
+    if (os) pc->os = *os;
+    pc->nslots = nslots;
+    pc->slot_bytes = slot_bytes;
+    pc->alloc = *alloc;
+    pc->npeers = npeers;
+    if (npeers > 0) {
+        void *dev = NULL;
+        for (int i = 0; i < nranks; i++)
+            if (is_remote[i]) {
+                int os_only = is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY;
+                pc->mem_bytes += os_only ? l_os.bytes : l.bytes;
+                pc->slots_bytes += os_only ? 0 : l.dev_bytes;
+            }
+        size_t done_off = pc->mem_bytes;
+        pc->mem_bytes += 128 * MPCCL_PROXY_WORK_KINDS; /* the done counts, on lines of their own */
+        MPCCL_CHECK_GOTO(alloc->alloc(alloc->ctx, pc->mem_bytes, &pc->mem, &dev), st, fail);
+        memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
+        for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++) {
+            pc->done[k] = (volatile uint32_t *)((char *)pc->mem + done_off + 128 * k);
+            pc->done_dev[k] = (uint32_t *)((char *)dev + done_off + 128 * k);
+        }
+        if (pc->slots_bytes) MPCCL_CHECK_GOTO(alloc->alloc_slots(alloc->ctx, pc->slots_bytes, &pc->slots), st, fail);
+        size_t off = 0, soff = 0;
+        for (int i = 0, k = 0; i < nranks; i++)
+            if (is_remote[i]) {
+                /* A one-sided-only peer keeps the engine's link it has. */
+                mpccl_dev_link_t unused;
+                int os_only = is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY;
+                proxy_peer_t *pe = &pc->peers[k];
+                pe->rank = i;
+                pe->first_chan = os_only ? nctas : 0;
+                pe->first_slot = os_only ? (size_t)nctas * nslots : 0;
+                mpccl_proxy_set_views(pc, pe, k, off, pc->mem, dev, soff, os_only ? &l_os : &l, os_only ? &unused : &links[i],
+                          os ? &os_links[i] : NULL);
+                off += os_only ? l_os.bytes : l.bytes;
+                soff += os_only ? 0 : l.dev_bytes;
+                k++;
+            }
+    }
+    MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d attached: %d remote peers, %u CTAs%s x %u slots x %u bytes, "
+               "%zu bytes of staging, %zu bytes of device slots%s", rank, npeers, nctas, os ? " + one-sided" : "",
+               nslots, slot_bytes, pc->mem_bytes, pc->slots_bytes,
+               pc->slots ? " (the transport reads and writes them directly)" : "");
+    if (npeers == 0) { /* nothing to serve: the thread is not needed */
+        *out = pc;
+        return MPCCL_OK;
+    }
+    MPCCL_CHECK_GOTO(mpccl_proxy_wake_init(), st, fail);
+    pthread_mutex_lock(&P.life);
+    if (!P.running) {
+        P.stop = 0;
+        int e = pthread_create(&P.thread, NULL, proxy_main, NULL);
+        if (e != 0) {
+            pthread_mutex_unlock(&P.life);
+            st = mpccl_fail(MPCCL_ERR_SYSTEM, "proxy: cannot start the progress thread: %s", strerror(e));
+            goto fail;
+        }
+        P.running = 1;
+    }
+    pthread_mutex_lock(&P.lock);
+    pc->next = P.list;
+    P.list = pc;
+    __atomic_add_fetch(&P.gen, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&P.lock);
+    mpccl_proxy_wake();
+    pthread_mutex_unlock(&P.life);
+    *out = pc;
+    return MPCCL_OK;
+fail:
+    free_pc(pc);
+    return st;
+}
+
+void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
+{
+    if (pc == NULL) return;
+    if (pc->npeers == 0) {
+        free_pc(pc);
+        return;
+    }
+    /* Not under life: communicators detaching at once wait side by side. */
+    pthread_mutex_lock(&P.lock);
+    __atomic_store_n(&pc->detach_req, force ? DETACH_FORCE : DETACH_FLUSH, __ATOMIC_SEQ_CST);
+    mpccl_proxy_wake();
+    while (!pc->detached) pthread_cond_wait(&P.cv, &P.lock);
+    pthread_mutex_unlock(&P.lock);
+    free_pc(pc);
+    /* The last one out stops the thread, unless an attach came in between. */
+    pthread_mutex_lock(&P.life);
+    pthread_mutex_lock(&P.lock);
+    int last = P.running && P.list == NULL;
+    if (last) {
+        P.stop = 1;
+        __atomic_add_fetch(&P.gen, 1, __ATOMIC_SEQ_CST);
+    }
+    pthread_mutex_unlock(&P.lock);
+    if (last) mpccl_proxy_wake();
+    if (last) {
+        pthread_join(P.thread, NULL);
+        P.running = 0;
+    }
+    pthread_mutex_unlock(&P.life);
+}
+
+void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches)
+{
+    if (pc == NULL || pc->npeers == 0 || kind < 0 || kind >= MPCCL_PROXY_WORK_KINDS) return;
+    __atomic_add_fetch(&pc->posted[kind], launches, __ATOMIC_SEQ_CST);
+    mpccl_proxy_wake();
+}
+
+uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host)
+{
+    int ok = pc && pc->npeers > 0 && kind >= 0 && kind < MPCCL_PROXY_WORK_KINDS;
+    if (host) *host = ok ? pc->done[kind] : NULL;
+    return ok ? pc->done_dev[kind] : NULL;
+}
+
+mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc)
+{
+    return pc ? __atomic_load_n(&pc->error, __ATOMIC_ACQUIRE) : MPCCL_OK;
+}

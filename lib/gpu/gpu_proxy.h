@@ -1,0 +1,144 @@
+/* The GPU proxy: one progress thread per process that carries the device
+ * engine's messages to peers on other nodes (link kind MPCCL_LINK_PROXY, see
+ * doc/GPU_DESIGN.md and lib/kernels/devplan.h).
+ *
+ * For each remote peer and CTA g the proxy owns staging memory that both the
+ * GPU and the host can reach (the slots may instead be device memory only the
+ * GPU and the transport touch, mpccl_proxy_alloc_t.alloc_slots): the kernel
+ * writes a piece into a tx slot and raises tx_ready; the proxy sends it with
+ * the transport and raises tx_ack when the send completed.  The proxy pre-posts nslots receives per (peer, g) into
+ * rx slots, raises rx_ready when one completes, and re-posts the slot once the
+ * kernel raised rx_ack past it.
+ *
+ * Ownership of the transport: once a transport is attached, its worker belongs
+ * to the proxy thread (it calls t->ops->progress, isend, irecv, cancel) until
+ * mpccl_proxy_detach returns.  The caller must not drive the same transport
+ * from another thread in between (GPU communicators use it only through the
+ * proxy; the host engine is not used on them).
+ *
+ * Tags: ((uint64_t)sender_rank << 40) | (3ULL << 38) | ((uint64_t)g << 30) |
+ * (piece & 0x3fffffff).  Tags with bits 39..38 = 3 are reserved for the proxy.
+ *
+ * The one-sided channel (optional, GPU communicators' puts to peers on other
+ * nodes, lib/onesided/onesided_remote.c): one more channel per remote peer beside the
+ * CTAs', tagged g = MPCCL_PROXY_OS_G.  Its tx side follows the CTA protocol
+ * (the put kernel fills slots and raises tx_ready); its rx side has no kernel
+ * waiting for it, so the proxy hands each arrived piece to os->deliver, which
+ * consumes the slot on the device and writes piece + 1 to the channel's rx_ack
+ * when done. */
+#ifndef MPCCL_PROXY_H
+#define MPCCL_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/devplan.h"
+#include "util/status.h"
+#include "core/transport.h"
+
+/* Memory the GPU and the host can both read and write.  alloc returns the host
+ * pointer and the device pointer of the same bytes (equal for plain host memory
+ * in CPU tests); free gets the host pointer back.  For CUDA builds: pinned host
+ * memory, cudaHostAlloc(Mapped|Portable) + cudaHostGetDevicePointer. */
+typedef struct mpccl_proxy_alloc {
+    mpccl_status_t (*alloc)(void *ctx, size_t bytes, void **host, void **dev);
+    void (*free)(void *ctx, void *host);
+    void *ctx;
+    /* Optional, GPU-direct (the transport moves device memory itself, e.g. UCX
+     * with CUDA support): alloc_slots gives the CTA channels' slots memory only
+     * the device and the transport touch; the proxy never reads it.  NULL: the
+     * slots are part of the staging above.  The one-sided channel's slots stay
+     * in the staging (its receiver reads each piece's header on the host). */
+    mpccl_status_t (*alloc_slots)(void *ctx, size_t bytes, void **dev);
+    void (*free_slots)(void *ctx, void *dev);
+    /* Optional, with alloc_slots: bind runs on the proxy thread before it drives
+     * the transport for this communicator (makes its device current); flush runs
+     * there after receives into those slots completed and before their rx_ready
+     * is raised (makes writes of a NIC visible to the kernel where the device
+     * does not order them). */
+    void (*bind)(void *ctx);
+    void (*flush)(void *ctx);
+} mpccl_proxy_alloc_t;
+
+typedef struct mpccl_proxy_comm mpccl_proxy_comm_t;
+
+/* CTAs a communicator may have: tag g values above serve other purposes. */
+#define MPCCL_PROXY_MAX_CTAS 254
+/* The tag g of the one-sided channel (0xff: ncclCommShrink's agreement). */
+#define MPCCL_PROXY_OS_G 0xfeu
+
+/* Receiver side of the one-sided channel.  deliver is called on the proxy
+ * thread, in piece order per sender, once piece `piece` from rank src arrived
+ * in a slot (host and device views, len bytes).  It returns 1 when it took the
+ * piece (and will have rx_ack, a device pointer, set to piece + 1 once it no
+ * longer reads the slot), 0 when it cannot yet (asked again later), or a
+ * negative value after mpccl_fail (the proxy stops serving the communicator). */
+typedef struct mpccl_proxy_os {
+    int (*deliver)(void *ctx, int src, uint32_t piece, const void *host, const void *dev, uint32_t len,
+                   volatile uint32_t *rx_ack);
+    void *ctx;
+    uint32_t nslots; /* slots of the channel per peer, a power of two (0: as many as a CTA's) */
+} mpccl_proxy_os_t;
+
+/* The proxy tag of piece p of CTA g sent by rank `sender`. */
+static inline uint64_t mpccl_proxy_tag(int sender, uint32_t g, uint32_t p)
+{
+    return ((uint64_t)sender << 40) | (3ULL << 38) | ((uint64_t)g << 30) | (p & 0x3fffffffu);
+}
+
+/* is_remote[] values of mpccl_proxy_attach. */
+enum {
+    MPCCL_PROXY_REMOTE = 1,        /* another node: the CTAs' channels and the one-sided one */
+    MPCCL_PROXY_ONESIDED_ONLY = 2  /* this node without P2P: only the one-sided channel (the
+                                    * engine reaches the peer through host memory) */
+};
+
+/* Attaches one communicator (transport t, this rank of nranks) to the proxy
+ * thread, starting the thread if it is the first.  is_remote[i] != 0 marks the
+ * peers reached through the proxy (never rank itself).  Allocates the staging
+ * of every such peer and fills links[i] (host copy of the link table, nranks
+ * entries) for the MPCCL_PROXY_REMOTE ones: kind = MPCCL_LINK_PROXY and device
+ * pointers.  Other entries are left as they are.  nctas <= MPCCL_PROXY_MAX_CTAS, nslots a power of two,
+ * slot_bytes a positive multiple of 16.  os != NULL adds the one-sided channel
+ * (required by MPCCL_PROXY_ONESIDED_ONLY peers) and fills os_links[i] (nranks
+ * entries) for every peer the proxy serves: its tx_* views
+ * (arrays of one channel: tx_ready/tx_len [os->nslots], tx_ack one word).  Local:
+ * no communication with the peers here; pieces a peer sends before this rank
+ * attached wait in the transport. */
+mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
+                                  const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
+                                  uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
+                                  mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
+                                  mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out);
+
+/* Stops serving pc, cancels its pre-posted receives, frees its staging and pc;
+ * stops the thread when pc was the last communicator.  force = 0: first waits
+ * (at most UCX_CLOSE_TIMEOUT ms) for sends in flight; force = 1 (abort): waits
+ * for nothing.  Memory UCX may still touch (a send UCX could not cancel, a
+ * receive already matched) is left allocated rather than freed under it. */
+void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force);
+
+/* Work for the proxy thread, which sleeps while it has none.  Before the host
+ * enqueues a kernel that moves pieces through pc's channels (an engine launch
+ * on a communicator with remote peers, a put to one), or each time a CUDA
+ * graph holding one is replayed, it posts one launch of that kind.  When a
+ * launch has raised its last tx_ready and rx_ack, its last CTA stores the
+ * number of launches of that kind finished so far (a device-side count) into
+ * the kind's done word (pinned host memory): a release store, no atomic
+ * over PCIe.  Launches of one kind finish in order (the engine's launches of a
+ * communicator run one after another), so the word only grows; were two to
+ * finish out of order, the word would lag and the proxy would poll longer,
+ * never sleep early.  The proxy polls the kernels' flags only while posted
+ * exceeds done for a kind, or sends are in flight.  Arrivals nobody announced
+ * wake it through the transport's arm.  Any thread; cheap (two atomics; a
+ * write to an eventfd when it sleeps). */
+enum { MPCCL_PROXY_WORK_ENGINE = 0, MPCCL_PROXY_WORK_PUT = 1, MPCCL_PROXY_WORK_KINDS = 2 };
+void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches);
+/* The done word of kind (device view; NULL when pc has no remote peers);
+ * *host, when given, gets its host view. */
+uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host);
+
+/* MPCCL_OK, or the first failure of a send or receive of pc (after which the
+ * proxy stopped serving pc: its kernel will not see further progress). */
+mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc);
+
+#endif

@@ -1,0 +1,116 @@
+/* The proxy's private state, shared by its sources (gpu_proxy.c: the thread and
+ * attach/detach; gpu_proxy_staging.c: the staging layout).  Nothing else includes it. */
+#ifndef MPCCL_PROXY_IMPL_H
+#define MPCCL_PROXY_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gpu/gpu_proxy.h"
+
+/* One (remote peer, channel) pair: channels 0..nctas-1 are the CTAs', channel
+ * nctas (when present) the one-sided channel.  Counters are piece numbers mod 2^32, the
+ * same arithmetic the kernel uses, so they survive wrapping. */
+typedef struct proxy_chan {
+    uint32_t tx_next;   /* next piece the kernel will raise tx_ready for */
+    uint32_t tx_done;   /* pieces sent and acknowledged (the value of tx_ack) */
+    uint32_t rx_pub;    /* next piece to hand to the kernel (rx_ready) */
+    uint32_t rx_posted; /* pieces whose receive has been posted */
+} proxy_chan_t;
+
+/* Host views of one remote peer's staging; arrays indexed [g][slot] or [g]. */
+typedef struct proxy_peer {
+    int rank;
+    uint32_t first_chan;  /* 0, or nctas for a peer served for one-sided operations only */
+    size_t first_slot;    /* slot_index of its first slot: 0, or nctas * nslots (its staging
+                           * and arrays hold the one-sided channel alone) */
+    char *cta_tx, *cta_rx; /* the CTAs' slots [g][slot]: the transport's pointers (device
+                            * memory with alloc_slots, never read here) */
+    char *os_tx, *os_rx;   /* the one-sided channel's slots [slot] (staging) */
+    volatile uint32_t *tx_ready, *tx_len, *tx_ack;
+    volatile uint32_t *rx_ready, *rx_len, *rx_ack;
+    const char *os_rx_dev;          /* device view of os_rx (one-sided delivery) */
+    volatile uint32_t *rx_ack_dev;  /* device view of rx_ack */
+    proxy_chan_t *chan;   /* [nchan] */
+    mpccl_req_t *tx_req;  /* [nslot_total]: the CTAs' [g][slot], then the one-sided slots */
+    mpccl_req_t *rx_req;  /* [nslot_total] */
+} proxy_peer_t;
+
+enum { DETACH_NONE = 0, DETACH_FLUSH = 1, DETACH_FORCE = 2 };
+
+struct mpccl_proxy_comm {
+    mpccl_transport_t *t;
+    int rank;
+    uint32_t nctas, nslots, slot_bytes;
+    uint32_t nchan;    /* nctas, plus 1 with the one-sided channel */
+    uint32_t os_nslots; /* slots of the one-sided channel */
+    size_t nslot_total; /* slots per peer and direction: nctas * nslots + os_nslots */
+    mpccl_proxy_os_t os;
+    mpccl_proxy_alloc_t alloc;
+    /* Posted work (mpccl_proxy_post) per kind: launches announced by the host,
+     * and the count of them the kernels reported done (pinned memory at the end
+     * of the staging, one line each; done_dev: device views). */
+    uint32_t posted[MPCCL_PROXY_WORK_KINDS];
+    volatile uint32_t *done[MPCCL_PROXY_WORK_KINDS];
+    uint32_t *done_dev[MPCCL_PROXY_WORK_KINDS];
+    void *mem;         /* host pointer of the staging of every remote peer */
+    size_t mem_bytes;
+    void *slots;       /* with alloc_slots: the CTAs' slots of every remote peer */
+    size_t slots_bytes;
+    int flushed;       /* this pass flushed the device's received writes already */
+    int npeers;
+    proxy_peer_t *peers;
+    proxy_chan_t *chans;
+    mpccl_req_t *reqs;
+    /* The proxy thread's own state. */
+    int started;       /* initial receives posted */
+    int failed;        /* stopped serving after an error */
+    int detach_phase;  /* 0: not begun, 1: draining sends, 2: receives cancelled */
+    int64_t deadline;
+    int leak;          /* UCX may still touch the staging: never free it */
+    /* Shared, under the global lock (or atomic). */
+    int detach_req;    /* DETACH_*: set by mpccl_proxy_detach */
+    int detached;      /* the proxy thread let go of pc */
+    mpccl_status_t error;
+    mpccl_proxy_comm_t *next;
+};
+
+/* Slots of channel g, and the index of its slot s in a peer's [slot] arrays
+ * (the CTAs' [g][slot] first, then the one-sided channel's). */
+static inline uint32_t chan_slots(const mpccl_proxy_comm_t *pc, uint32_t g)
+{
+    return g < pc->nctas ? pc->nslots : pc->os_nslots;
+}
+
+static inline size_t slot_index(const mpccl_proxy_comm_t *pc, uint32_t g, uint32_t s)
+{
+    return (size_t)g * pc->nslots + s; /* g = nctas: the one-sided slots follow the CTAs' */
+}
+
+/* Index of channel g's slot s in pe's [slot] arrays and staging, and of
+ * channel g in its [channel] (ack) arrays. */
+static inline size_t peer_slot(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, uint32_t g, uint32_t s)
+{
+    return slot_index(pc, g, s) - pe->first_slot;
+}
+
+static inline uint32_t peer_chan(const proxy_peer_t *pe, uint32_t g) { return g - pe->first_chan; }
+
+/* Staging of one peer, offsets from its base; every array on its own 128-byte
+ * lines so the GPU's and the proxy's words never share one.  The CTAs' slots
+ * are either part of it (cta_tx, cta_rx) or, with alloc_slots, at the same
+ * offsets of the peer's slot block (dev_bytes). */
+typedef struct layout {
+    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
+    size_t dev_bytes;
+} layout_t;
+
+/* The layout of a peer's staging with nchan channels, ncta_slots CTA slots
+ * and nos_slots one-sided slots (split: the CTAs' slots in the slot block). */
+layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots, uint32_t slot_bytes, int split);
+/* Fills pe's host views and the device link(s) of peer k, whose staging starts
+ * off bytes into the block (host and device views) and its CTAs' slots soff
+ * bytes into the slot block (when split), following layout l. */
+void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size_t off, char *host, char *dev,
+                           size_t soff, const layout_t *l, mpccl_dev_link_t *link, mpccl_dev_link_t *os_link);
+
+#endif

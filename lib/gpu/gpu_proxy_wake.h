@@ -1,0 +1,41 @@
+/* How the proxy thread sleeps while it has no work, and how it is woken.
+ *
+ * The proxy polls kernel flags in host memory, which cannot wake a thread, so
+ * it polls only while posted work is unfinished; otherwise it blocks here, in
+ * one ppoll on a process-wide eventfd (written by mpccl_proxy_wake) and on the
+ * event fds of the transports it drives (traffic nobody announced: one-sided
+ * deliveries, a peer's sends arriving before this rank's launch).
+ *
+ * No lost wake-up: the proxy announces the sleep (mpccl_proxy_sleep_announce),
+ * then re-checks for work; a user thread publishes work, then calls
+ * mpccl_proxy_wake, which writes the eventfd only while a sleep is announced.
+ * Both sides use sequentially consistent atomics, so one of them sees the
+ * other. */
+#ifndef MPCCL_PROXY_WAKE_H
+#define MPCCL_PROXY_WAKE_H
+
+#include <poll.h>
+#include <stdint.h>
+#include "util/status.h"
+
+/* Creates the eventfd (once per process). */
+mpccl_status_t mpccl_proxy_wake_init(void);
+
+/* User threads (and CUDA graph host nodes): after publishing work. */
+void mpccl_proxy_wake(void);
+
+/* Proxy thread: about to sleep; re-check for work after this. */
+void mpccl_proxy_sleep_announce(void);
+/* Proxy thread: work turned up in the re-check; do not sleep. */
+void mpccl_proxy_sleep_cancel(void);
+/* Proxy thread: sleeps until the eventfd or one of fds[0..n) is readable, or
+ * timeout_ns passes (< 0: no limit); fds must have one spare entry at fds[n]
+ * for the eventfd.  Ends the announced sleep. */
+void mpccl_proxy_sleep(struct pollfd *fds, int n, int64_t timeout_ns);
+
+/* Times the proxy thread slept and was woken, ever, and whether it is asleep
+ * now (tests). */
+uint64_t mpccl_proxy_sleeps(void);
+int mpccl_proxy_asleep(void);
+
+#endif

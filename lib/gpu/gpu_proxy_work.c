@@ -1,0 +1,113 @@
+/* Posting the proxy's work from eager launches and captured graphs
+ * (gpu_proxy_work.h). */
+#include <stdlib.h>
+#include "gpu/gpu_cuda_rt.h"
+#include "gpu/gpu_proxy_work.h"
+
+/* One per captured graph (per capture sequence): the launches of each kind
+ * the graph holds, posted together by one host node at every replay.  Owned
+ * by the graph (a CUDA user object), freed when the graph is. */
+struct mpccl_proxy_post_arg {
+    mpccl_proxy_comm_t *pc;
+    uint32_t launches[MPCCL_PROXY_WORK_KINDS];
+};
+
+/* A host node: runs on CUDA's callback thread, must not call CUDA. */
+static void CUDART_CB post_host_node(void *p)
+{
+    const mpccl_proxy_post_arg_t *a = p;
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
+        if (a->launches[k]) mpccl_proxy_post(a->pc, k, a->launches[k]);
+}
+
+static void CUDART_CB free_post_arg(void *p)
+{
+    free(p);
+}
+
+/* Capture: the first launch of this comm in a capture sequence adds the
+ * posting host node to the graph as a node of its own, with no dependencies
+ * and nothing depending on it (CUDA allows adding nodes to a graph being
+ * captured): it runs when a replay starts, beside the kernels, and no kernel
+ * waits for it.  Later launches in the same capture only add to its count,
+ * so a graph of many collectives costs one host node per replay. */
+static mpccl_status_t capture_post(mpccl_proxy_work_t *w, cudaStream_t stream, int kind)
+{
+    enum cudaStreamCaptureStatus cs;
+    unsigned long long id = 0;
+    cudaGraph_t graph = NULL;
+    MPCCL_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &cs, &id, &graph, NULL, NULL, NULL));
+    if (w->cap_arg && w->cap_id == id) {
+        w->cap_arg->launches[kind]++;
+        return MPCCL_OK;
+    }
+    mpccl_proxy_post_arg_t *a = calloc(1, sizeof(*a));
+    if (a == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a graph's proxy node");
+    a->pc = w->pc;
+    a->launches[kind] = 1;
+    cudaUserObject_t obj;
+    cudaError_t e = cudaUserObjectCreate(&obj, a, free_post_arg, 1, cudaUserObjectNoDestructorSync);
+    if (e != cudaSuccess) {
+        free(a);
+        return mpccl_cuda_error(e, "cudaUserObjectCreate (a graph's proxy node)");
+    }
+    MPCCL_CUDA_CHECK(cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove));
+    struct cudaHostNodeParams hp = {post_host_node, a};
+    cudaGraphNode_t node;
+    MPCCL_CUDA_CHECK(cudaGraphAddHostNode(&node, graph, NULL, 0, &hp));
+    w->cap_id = id;
+    w->cap_arg = a;
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_proxy_work_init(mpccl_proxy_work_t *w, mpccl_proxy_comm_t *pc)
+{
+    size_t bytes = MPCCL_PROXY_WORK_KINDS * sizeof(uint32_t);
+    MPCCL_CUDA_CHECK(cudaMalloc((void **)&w->counts, bytes));
+    cudaError_t e = cudaMemset(w->counts, 0, bytes); /* synchronous: before any launch */
+    if (e != cudaSuccess) {
+        cudaFree(w->counts);
+        w->counts = NULL;
+        return mpccl_cuda_error(e, "cudaMemset (the proxy's launch counts)");
+    }
+    w->pc = pc;
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind,
+                                      mpccl_proxy_work_args_t *a, mpccl_proxy_work_token_t *tok)
+{
+    tok->capturing = 0;
+    tok->kind = kind;
+    a->count = a->done = NULL;
+    if (w == NULL || w->pc == NULL) return MPCCL_OK;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    MPCCL_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    if (cs == cudaStreamCaptureStatusActive) {
+        MPCCL_CHECK(capture_post(w, stream, kind));
+        tok->capturing = 1;
+    } else {
+        mpccl_proxy_post(w->pc, kind, 1);
+    }
+    a->count = w->counts + kind;
+    a->done = mpccl_proxy_done_counter(w->pc, kind, NULL);
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_proxy_work_end(mpccl_proxy_work_t *w, cudaStream_t stream, const mpccl_proxy_work_token_t *tok,
+                                    mpccl_status_t launched)
+{
+    if (w == NULL || w->pc == NULL) return MPCCL_OK;
+    /* No kernel will count this launch done: take it back (a failed capture
+     * is discarded as a whole). */
+    if (!tok->capturing && launched != MPCCL_OK) mpccl_proxy_post(w->pc, tok->kind, 0u - 1u);
+    return MPCCL_OK;
+}
+
+void mpccl_proxy_work_fini(mpccl_proxy_work_t *w, int aborting)
+{
+    w->cap_arg = NULL;
+    if (w->counts && !aborting) cudaFree(w->counts);
+    w->counts = NULL;
+    w->pc = NULL;
+}

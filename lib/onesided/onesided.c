@@ -1,0 +1,110 @@
+/* ncclPutSignal / ncclSignal / ncclWaitSignal after the argument checks:
+ * dispatch to host communicators (UCX RMA) or GPU communicators (kernels on
+ * the stream), and group semantics.
+ *
+ * Groups: puts and signals are issued when called (they never wait for a
+ * peer, so issuing them early cannot deadlock, and one peer's operations keep
+ * program order) and, on host communicators, complete together at
+ * ncclGroupEnd; waits are deferred to ncclGroupEnd, after everything the
+ * group issues, so {wait; put} on both ranks of a pair completes as in NCCL.
+ * The deferral rides on the group's deferred-init list (group.h), which runs
+ * at the outermost ncclGroupEnd before the group's collectives. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_check.h"
+#include "api/api_check_win.h"
+#include "util/datatype.h"
+#include "core/group.h"
+#include "util/log.h"
+#include "onesided/onesided_win.h"
+
+/* ncclGroupEnd: completes the host puts the group left in flight. */
+static mpccl_status_t run_flush(void *arg)
+{
+    ncclComm_t comm = arg;
+    pthread_mutex_lock(&comm->win->wait_lock);
+    comm->win->flush_queued = 0;
+    mpccl_status_t st = mpccl_host_flush(comm);
+    pthread_mutex_unlock(&comm->win->wait_lock);
+    return st;
+}
+
+mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, size_t count, ncclDataType_t dt,
+                                int peer, ncclWindow_t handle, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
+                                cudaStream_t stream)
+{
+    MPCCL_CHECK(mpccl_check_comm_live(fn, comm));
+    struct mpccl_win *win = NULL;
+    if (has_data) MPCCL_CHECK(mpccl_check_put(comm, buf, count, dt, peer, handle, offset, sig, ctx, flags, &win));
+    else MPCCL_CHECK(mpccl_check_signal(fn, comm, peer, sig, ctx, flags));
+    size_t bytes = has_data ? count * mpccl_dtype_size(dt) : 0;
+    mpccl_log_set_rank(comm->rank);
+    MPCCL_INFO(MPCCL_SUB_P2P, "%s: comm 0x%llx peer %d bytes %zu offset %zu sigIdx %d ctx %d", fn,
+               (unsigned long long)comm->id, peer, bytes, offset, sig, ctx);
+#ifdef MPCCL_HAVE_CUDA
+    if (comm->gpu) return mpccl_gpu_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, stream);
+#else
+    (void)stream;
+#endif
+    if (mpccl_group_depth() == 0) return mpccl_host_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, 0);
+    if (!comm->win->flush_queued) {
+        MPCCL_CHECK(mpccl_group_defer_init(run_flush, comm));
+        comm->win->flush_queued = 1;
+    }
+    return mpccl_host_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, 1);
+}
+
+typedef struct wait_batch {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    int n;
+    ncclWaitSignalDesc_t descs[];
+} wait_batch_t;
+
+static mpccl_status_t run_wait(ncclComm_t comm, int n, const ncclWaitSignalDesc_t *d, cudaStream_t stream)
+{
+#ifdef MPCCL_HAVE_CUDA
+    if (comm->gpu) return mpccl_gpu_wait_signal(comm, n, d, stream);
+#else
+    (void)stream;
+#endif
+    return mpccl_host_wait_signal(comm, n, d);
+}
+
+/* Runs at ncclGroupEnd, maybe in a thread of its own (beside other deferred
+ * work of the group): one wait per communicator at a time. */
+static mpccl_status_t run_deferred(void *arg)
+{
+    wait_batch_t *b = arg;
+    ncclComm_t comm = b->comm;
+    /* (GPU waits make the communicator's device current themselves.) */
+    mpccl_log_set_rank(comm->rank);
+    pthread_mutex_lock(&comm->win->wait_lock);
+    mpccl_status_t st = run_wait(comm, b->n, b->descs, b->stream);
+    pthread_mutex_unlock(&comm->win->wait_lock);
+    free(b);
+    return st;
+}
+
+mpccl_status_t mpccl_wait_signal(int ndesc, const ncclWaitSignalDesc_t *descs, ncclComm_t comm,
+                                 cudaStream_t stream)
+{
+    static const char fn[] = "ncclWaitSignal";
+    MPCCL_CHECK(mpccl_check_comm_live(fn, comm));
+    MPCCL_CHECK(mpccl_check_wait(comm, ndesc, descs));
+    mpccl_log_set_rank(comm->rank);
+    MPCCL_INFO(MPCCL_SUB_P2P, "%s: comm 0x%llx %d descriptors%s", fn, (unsigned long long)comm->id, ndesc,
+               mpccl_group_depth() ? " (at ncclGroupEnd)" : "");
+    if (ndesc == 0) return MPCCL_OK;
+    if (mpccl_group_depth() == 0) return run_wait(comm, ndesc, descs, stream);
+    wait_batch_t *b = malloc(sizeof(*b) + (size_t)ndesc * sizeof(*descs));
+    if (!b) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory deferring %d descriptors", fn, ndesc);
+    b->comm = comm;
+    b->stream = stream;
+    b->n = ndesc;
+    memcpy(b->descs, descs, (size_t)ndesc * sizeof(*descs));
+    mpccl_status_t st = mpccl_group_defer_init(run_deferred, b);
+    if (st != MPCCL_OK) free(b);
+    return st;
+}
