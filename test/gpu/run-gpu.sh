@@ -8,7 +8,7 @@
 #   and graph capture inside the engine test; one-sided operations and the
 #   device API; the MPI shim; the Python bindings; a compute-sanitizer pass.
 # CHECK_GPU_PARTS picks parts (default: all of them, in this order):
-#   engine coll flat perf shared nodes onesided devapi shim python sanitizer
+#   engine coll flat perf shared nodes onesided devapi shim python torch sanitizer
 # PYTHON names the interpreter for the Python part (default: the first of
 # /usr/bin/python3 and python3 that has mpi4py and pytest).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +38,7 @@ step() {
     r=$?
     if [ $r -ne 0 ] && [ $r -ne 77 ]; then echo "##### FAILED ($r): $*"; status=1; fi
 }
-parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi shim python sanitizer}
+parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi shim python torch sanitizer}
 want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 mpi="$here/../mpi/run-mpi.sh"
 if want engine; then
@@ -163,6 +163,12 @@ if want python && [ -n "$py" ]; then
         -x PYTHONPATH -x MPCCL_LIBRARY "$py" "$here/../../examples/python/allreduce.py"
 elif want python; then
     echo "##### SKIP python: no interpreter with mpi4py and pytest (set PYTHON=...)"
+fi
+# PyTorch on libmpccl when a failure strikes: a rank that never calls (the
+# watchdog ends the survivor) and a rank killed mid-loop (abort, a new process
+# group over the survivors, exact results after it)
+if want torch && [ -n "$py" ] && "$py" -c 'import torch' >/dev/null 2>&1; then
+    step timeout 300 "$py" "$here/torch_fault.py" "$top_builddir/.libs/libmpccl.so" all
 fi
 # memory and race checking of a small configuration
 if want sanitizer && [ "${MPCCL_TEST_SANITIZERS:-}" = yes ]; then
