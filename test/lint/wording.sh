@@ -48,7 +48,7 @@ if top=$(git rev-parse --show-toplevel 2>/dev/null) && [ "$(cd "$top" && pwd -P)
 else
     find . \( -name .git -o -name autom4te.cache -o -name .deps -o -name .libs \
               -o -name '_build' -o -name '_inst' -o -name '__pycache__' \
-              -o \( -path './build*' ! -path ./build-aux \) \) -prune -o -type f \
+              -o \( -path './build*' ! -path './build-aux*' \) \) -prune -o -type f \
          \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' \
             -o -name '*.sh' -o -name '*.am' -o -name '*.ac' -o -name '*.md' -o -name '*.f90' \
             -o -name '*.def' -o -name '*.toml' -o -name '*.txt' -o -name '*.pc.in' -o -name '*.sh.in' \
