@@ -48,12 +48,14 @@ if top=$(git rev-parse --show-toplevel 2>/dev/null) && [ "$(cd "$top" && pwd -P)
 else
     find . \( -name .git -o -name autom4te.cache -o -name .deps -o -name .libs \
               -o -name '_build' -o -name '_inst' -o -name '__pycache__' \
-              -o \( -path './build*' ! -path './build-aux*' \) \) -prune -o -type f \
+              -o -path './build*' \) -prune -o -type f \
          \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.py' \
             -o -name '*.sh' -o -name '*.am' -o -name '*.ac' -o -name '*.md' -o -name '*.f90' \
             -o -name '*.def' -o -name '*.toml' -o -name '*.txt' -o -name '*.pc.in' -o -name '*.sh.in' \
-            -o -name ChangeLog -o -name README -o -name 'nvcc-libtool' \) -print |
+            -o -name ChangeLog -o -name README \) -print |
         sed 's|^\./||' > "$list" || exit 99
+    # build-aux holds autotools' own scripts but for this one of ours
+    [ -f build-aux/nvcc-libtool ] && echo build-aux/nvcc-libtool >> "$list"
 fi
 [ -s "$list" ] || { echo "wording.sh: no files to check under $src"; exit 99; }
 
