@@ -1,5 +1,5 @@
 /* OSU-style latency/bandwidth benchmark of MPI collectives on GPU buffers, the
- * three ways doc/PERFORMANCE.md compares (issue 4):
+ * three ways doc/PERFORMANCE.md and doc/SHIM.md compare:
  *
  *   -m staged   the application stages by hand: cudaMemcpy to host, MPI on host
  *               memory, cudaMemcpy back (what codes do with a non-CUDA-aware MPI)

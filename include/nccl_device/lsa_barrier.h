@@ -8,7 +8,7 @@
  * every other member's inbox (a release store at system scope when the order
  * asks for release); waiting reads this rank's inbox until every other
  * member's slot reaches epoch + 1 (acquire when asked).  The epoch lives in
- * device memory between kernels (saved when the session ends), so the same
+ * device memory between kernels (saved when the barrier session ends), so the same
  * barrier index is reused by kernel after kernel. */
 #ifndef MPCCL_NCCL_DEVICE_LSA_BARRIER_H
 #define MPCCL_NCCL_DEVICE_LSA_BARRIER_H

@@ -34,7 +34,7 @@ struct mpccl_transport_ops {
     void (*cancel)(mpccl_transport_t *t, mpccl_req_t *req);
     /* force=0: flush outstanding traffic first (destroy); 1: drop it (abort). */
     void (*close)(mpccl_transport_t *t, int force);
-    /* One-sided (windows, later issue): NULL until implemented. */
+    /* One-sided (windows): NULL where the transport has none. */
     mpccl_status_t (*put)(mpccl_transport_t *t, int peer, const void *src, size_t bytes,
                           uint64_t remote_addr, void *rkey, mpccl_req_t *req);
     mpccl_status_t (*atomic_add)(mpccl_transport_t *t, int peer, uint64_t value,

@@ -348,7 +348,7 @@ static mpccl_status_t check_peer_reachable(ncclComm_t comm, int peer, const char
 /* CTAs of the put kernel for a put of bytes (0: the copy engines).  One CTA
  * while its copy takes less than the grid barrier that more would need: up to
  * 64 KB it moves them in ~0.5 us on one GPU and ~1.7 us over NVLink, the
- * barrier costs ~1 us (doc/PERFORMANCE.md, seventh session). */
+ * barrier costs ~1 us (doc/PERFORMANCE.md, 2026-11-25 put kernel). */
 static unsigned put_kernel_ctas(const struct mpccl_win_gpu *g, size_t bytes)
 {
     if (bytes == 0 || bytes > g->put_kernel_bytes) return 0;

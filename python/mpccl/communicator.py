@@ -580,7 +580,7 @@ class Communicator:
         _lib.call("ncclScatter", sptr, r.ptr, r.count, r.dtype, root, ptr, stream_handle(stream),
                   comm_ptr=ptr)
 
-    # The spellings of the issue and of other Python bindings.
+    # The spellings of nccl4py and of other Python bindings.
     all_reduce = allreduce
     all_gather = allgather
     reducescatter = reduce_scatter

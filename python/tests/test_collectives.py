@@ -49,7 +49,7 @@ def test_allreduce_avg(comm, rng, dtype):
 def test_allreduce_in_place_and_alias(comm, rng):
     data = rank_data(rng, comm.nranks, 1000, "float32")
     buf = data[comm.rank].copy()
-    comm.all_reduce(buf, buf, mpccl.SUM)  # the spelling
+    comm.all_reduce(buf, buf, mpccl.SUM)  # nccl4py's spelling
     np.testing.assert_array_equal(buf, expected(mpccl.SUM, data, "float32"))
 
 

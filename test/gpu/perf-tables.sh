@@ -1,6 +1,6 @@
 #!/bin/sh
 # The side-by-side tables of doc/PERFORMANCE.md in one command, on a GPU machine
-# (issue 5's "done means": every collective, 8 B - 2 GB in x4 steps, float and
+# (the performance targets' sizes: every collective, 8 B - 2 GB in x4 steps, float and
 # bf16, out-of-place and in-place, eager and inside CUDA graphs, mpccl and NCCL
 # from the same run).
 #
