@@ -90,6 +90,10 @@ struct mpccl_executor {
     mpccl_status_t (*put_signal)(ncclComm_t comm, const void *src, size_t bytes, int peer, struct mpccl_win *w,
                                  size_t offset, int sig, int ctx, cudaStream_t stream);
     mpccl_status_t (*wait_signal)(ncclComm_t comm, int n, const ncclWaitSignalDesc_t *d, cudaStream_t stream);
+    /* ncclCommQueryProperties: whether put/signal/wait reach every peer
+     * (hostRmaSupport), and whether device communicators exist (deviceApiSupport). */
+    int (*rma_reaches_all)(ncclComm_t comm);
+    int device_api;
 
     /* ---- stopping ---- */
     /* ncclCommAbort, before the forced release: stop this communicator's

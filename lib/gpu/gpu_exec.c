@@ -100,6 +100,13 @@ static mpccl_status_t gpu_enter_device(int cuda_dev)
     return e == cudaSuccess ? MPCCL_OK : mpccl_cuda_error(e, "cudaSetDevice(communicator's device)");
 }
 
+/* Peer stores within a node; between nodes only over the proxy's one-sided
+ * channel. */
+static int gpu_rma_reaches_all(ncclComm_t comm)
+{
+    return comm->topo.nnodes == 1 || mpccl_gpu_os_remote(comm) != NULL;
+}
+
 static mpccl_status_t gpu_can_shrink(ncclComm_t comm, const char *fn, int abort)
 {
     if (abort)
@@ -154,6 +161,8 @@ static const mpccl_executor_t gpu_executor = {
     .reg_free = mpccl_gpu_reg_free,
     .put_signal = mpccl_gpu_put_signal,
     .wait_signal = mpccl_gpu_wait_signal,
+    .rma_reaches_all = gpu_rma_reaches_all,
+    .device_api = 1,
     .abort = mpccl_gpu_abort,
     .revoke = mpccl_gpu_revoke,
     .can_shrink = gpu_can_shrink,

@@ -179,6 +179,12 @@ static mpccl_status_t host_check_buffers(const char *fn, ncclComm_t comm, mpccl_
     return MPCCL_OK;
 }
 
+static int host_rma_reaches_all(ncclComm_t comm)
+{
+    (void)comm;
+    return 1; /* UCX RMA to every peer */
+}
+
 static int host_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)
 {
     (void)comm, (void)d;
@@ -232,6 +238,8 @@ const mpccl_executor_t mpccl_host_executor = {
     .reg_free = mpccl_host_reg_free,
     .put_signal = mpccl_host_put_signal_call,
     .wait_signal = mpccl_host_wait_signal_call,
+    .rma_reaches_all = host_rma_reaches_all,
+    .device_api = 0,
     .abort = host_comm_noop,
     .revoke = host_revoke,
     .can_shrink = host_can_shrink,
