@@ -5,7 +5,21 @@
 #include "core/group.h"
 
 #define LAUNCH(fn, coll, s, r, n, dt, op, root) \
-    mpccl_result(mpccl_launch(fn, coll, s, r, n, dt, op, root, comm, stream))
+    mpccl_result(check_and_launch(fn, coll, s, r, n, dt, op, root, comm, stream))
+
+/* Every argument is checked here (api_check.c); a call rejected inside a
+ * group fails the group.  Then the core takes it (core/enqueue.c). */
+static mpccl_status_t check_and_launch(const char *fn, mpccl_coll_t coll, const void *sendbuf, void *recvbuf,
+                                       size_t count, ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm,
+                                       cudaStream_t stream)
+{
+    mpccl_status_t st = mpccl_check_coll(fn, coll, sendbuf, recvbuf, count, dt, op, root, comm);
+    if (st != MPCCL_OK) {
+        mpccl_group_discard_comm(comm);
+        return st;
+    }
+    return mpccl_launch(fn, coll, sendbuf, recvbuf, count, dt, op, root, comm, stream);
+}
 
 MPCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)

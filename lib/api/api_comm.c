@@ -1,99 +1,15 @@
-/* Communicator lifecycle and queries: init (unique id, in process, out of band),
- * split, finalize, destroy, abort, custom reduction ops. */
+/* Communicator lifecycle and queries: the argument checks of init (unique id,
+ * in process, out of band), split, grow, shrink, revoke, suspend, finalize,
+ * destroy, abort; the work is the core's (core/comm_init.h, core/comm.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "build_config.h"
 #include "api/api.h"
 #include "api/api_check.h"
 #include "core/comm.h"
+#include "core/comm_init.h"
 #include "core/group.h"
-#include "util/log.h"
 #include "mpccl.h"
-#include "onesided/onesided_win.h"
-#ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_launch.h"
-#endif
-
-/* What a deferred init needs; freed by the init function. */
-typedef struct init_job {
-    ncclComm_t comm;
-    ncclComm_t *user_slot; /* set to NULL if the init fails */
-    ncclConfig_t config;
-    int rank, nranks;
-    ncclUniqueId id;                 /* unique id inits */
-    mpccl_inproc_group_t *inproc;    /* ncclCommInitAll */
-    const mpcclOobOps_t *oob;        /* mpcclCommInitOob */
-    void *oob_ctx;
-    ncclComm_t parent;               /* ncclCommSplit, ncclCommGrow */
-    int color, key;
-    int has_id;                      /* ncclCommGrow: this rank was given the id */
-    int *survivors;                  /* ncclCommShrink: parent ranks kept, ascending */
-    int cuda_dev;                    /* the device it binds to; -1: host */
-} init_job_t;
-
-/* Finishes an init: on failure the communicator is released and the user's
- * handle cleared, as a failed blocking init in NCCL leaves nothing to destroy. */
-static mpccl_status_t finish_init(init_job_t *job, mpccl_bootstrap_t *bs, mpccl_status_t st)
-{
-    /* A bootstrap that failed to form has released itself; one that formed now
-     * belongs to the communicator, which releases it on failure. */
-    if (st == MPCCL_OK) st = mpccl_comm_enter_device(job->cuda_dev);
-    if (st == MPCCL_OK) st = mpccl_comm_setup(job->comm, bs, &job->config, job->cuda_dev);
-    if (st != MPCCL_OK) {
-        job->comm->state = MPCCL_COMM_FAILED;
-        mpccl_comm_release(job->comm, 1);
-        if (job->user_slot) *job->user_slot = NULL;
-    }
-    free(job);
-    return st;
-}
-
-static mpccl_status_t init_from_unique_id(void *arg)
-{
-    init_job_t *job = arg;
-    mpccl_bootstrap_t bs = {0};
-    mpccl_log_set_rank(job->rank);
-    mpccl_status_t st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
-    return finish_init(job, &bs, st);
-}
-
-static mpccl_status_t init_in_process(void *arg)
-{
-    init_job_t *job = arg;
-    mpccl_bootstrap_t bs = {0};
-    mpccl_log_set_rank(job->rank);
-    mpccl_status_t st = mpccl_inproc_bootstrap_create(job->inproc, job->rank, &bs);
-    return finish_init(job, &bs, st);
-}
-
-static mpccl_status_t init_out_of_band(void *arg)
-{
-    init_job_t *job = arg;
-    mpccl_bootstrap_t bs = {0};
-    mpccl_log_set_rank(job->rank);
-    mpccl_status_t st = mpccl_oob_bootstrap_create(job->oob, job->oob_ctx, job->rank, job->nranks, &bs);
-    if (st != MPCCL_OK && job->oob->release) job->oob->release(job->oob_ctx);
-    return finish_init(job, &bs, st);
-}
-
-static init_job_t *new_job(ncclComm_t *slot, const ncclConfig_t *config, int rank, int nranks)
-{
-    init_job_t *job = calloc(1, sizeof(*job));
-    if (!job) return NULL;
-    job->comm = mpccl_comm_alloc();
-    if (!job->comm) {
-        free(job);
-        return NULL;
-    }
-    job->user_slot = slot;
-    job->config = *config;
-    job->rank = rank;
-    job->nranks = nranks;
-    job->cuda_dev = mpccl_comm_device_for_init(); /* grouped inits run in other threads */
-    *slot = job->comm;
-    return job;
-}
 
 static mpccl_status_t check_init_args(const char *fn, ncclComm_t *comm, int nranks, int rank)
 {
@@ -123,10 +39,7 @@ static mpccl_status_t init_rank_config(const char *fn, ncclComm_t *comm, int nra
     MPCCL_CHECK(check_init_args(fn, comm, nranks, rank));
     MPCCL_CHECK(check_unique_id(fn, id));
     MPCCL_CHECK(mpccl_config_normalize(config, &cfg, fn));
-    init_job_t *job = new_job(comm, &cfg, rank, nranks);
-    if (!job) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
-    job->id = *id;
-    return mpccl_group_defer_init(init_from_unique_id, job);
+    return mpccl_comm_init_rank(fn, comm, &cfg, rank, nranks, id);
 }
 
 MPCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId)
@@ -169,35 +82,7 @@ MPCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int 
     if (mpccl_group_depth() > 0)
         return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE, "%s: called inside ncclGroupStart/End; it forms its own "
                                        "group (call it outside any group)", fn));
-    ncclConfig_t cfg;
-    st = mpccl_config_normalize(NULL, &cfg, fn);
-    if (st != MPCCL_OK) return mpccl_result(st);
-    mpccl_inproc_group_t *g = NULL;
-    st = mpccl_inproc_group_create(ndev, &g);
-    if (st != MPCCL_OK) return mpccl_result(st);
-    for (int i = 0; i < ndev; i++) comms[i] = NULL;
-    mpccl_group_start();
-    for (int i = 0; i < ndev && st == MPCCL_OK; i++) {
-        init_job_t *job = new_job(&comms[i], &cfg, i, ndev);
-        if (!job) {
-            st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
-            break;
-        }
-        job->inproc = g;
-        /* NCCL: rank i uses devlist[i], or device i without a list. */
-        if (job->cuda_dev >= 0) job->cuda_dev = devlist ? devlist[i] : i;
-        st = mpccl_group_defer_init(init_in_process, job);
-    }
-    mpccl_status_t end = mpccl_group_end();
-    mpccl_inproc_group_release(g); /* each rank's bootstrap holds its own reference */
-    if (st == MPCCL_OK) st = end;
-    if (st != MPCCL_OK)
-        for (int i = 0; i < ndev; i++)
-            if (comms[i]) {
-                mpccl_comm_release(comms[i], 1);
-                comms[i] = NULL;
-            }
-    return mpccl_result(st);
+    return mpccl_result(mpccl_comm_init_all(fn, comms, ndev, devlist));
 }
 
 MPCCL_EXPORT ncclResult_t mpcclCommInitOob(ncclComm_t *comm, int nranks, int rank, const mpcclOobOps_t *ops,
@@ -214,80 +99,13 @@ MPCCL_EXPORT ncclResult_t mpcclCommInitOob(ncclComm_t *comm, int nranks, int ran
         goto fail;
     }
     MPCCL_CHECK_GOTO(mpccl_config_normalize(config, &cfg, fn), st, fail);
-    init_job_t *job = new_job(comm, &cfg, rank, nranks);
-    if (!job) {
-        st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
-        goto fail;
-    }
-    job->oob = ops;
-    job->oob_ctx = ctx;
-    return mpccl_result(mpccl_group_defer_init(init_out_of_band, job));
+    return mpccl_result(mpccl_comm_init_oob(fn, comm, &cfg, rank, nranks, ops, ctx));
 fail:
     if (ops && ops->release) ops->release(ctx);
     return mpccl_result(st);
 }
 
 /* ---- split ---- */
-
-typedef struct split_entry {
-    int color, key, rank;
-} split_entry_t;
-
-/* New rank order inside a color: by key, then by parent rank (NCCL's rule). */
-static int split_cmp(const void *a, const void *b)
-{
-    const split_entry_t *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return x->rank < y->rank ? -1 : (x->rank > y->rank);
-}
-
-static mpccl_status_t init_split(void *arg)
-{
-    init_job_t *job = arg;
-    ncclComm_t parent = job->parent;
-    int n = parent->nranks, me = parent->rank;
-    mpccl_status_t st;
-    mpccl_bootstrap_t bs = {0};
-    split_entry_t *all = calloc((size_t)n, sizeof(*all)), *mine = calloc((size_t)n, sizeof(*mine));
-    ncclUniqueId *ids = calloc((size_t)n, sizeof(*ids));
-    mpccl_log_set_rank(me);
-    if (!all || !mine || !ids) {
-        st = mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommSplit: out of memory for %d ranks", n);
-        goto done;
-    }
-    all[me] = (split_entry_t){job->color, job->key, me};
-    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&parent->bs, all, sizeof(*all)), st, done);
-    int count = 0, newrank = -1;
-    for (int r = 0; r < n; r++)
-        if (job->color != NCCL_SPLIT_NOCOLOR && all[r].color == job->color) mine[count++] = all[r];
-    qsort(mine, (size_t)count, sizeof(*mine), split_cmp);
-    for (int i = 0; i < count; i++)
-        if (mine[i].rank == me) newrank = i;
-    /* The new rank 0 of each color creates the child's bootstrap root; a second
-     * allgather over the parent tells its members the id.  Children are then
-     * independent of the parent (either may be destroyed first). */
-    if (newrank == 0) MPCCL_CHECK_GOTO(mpccl_socket_get_unique_id(ids[me].internal), st, done);
-    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&parent->bs, ids, sizeof(*ids)), st, done);
-    if (job->color == NCCL_SPLIT_NOCOLOR) {
-        mpccl_comm_release(job->comm, 1);
-        *job->user_slot = NULL;
-        free(job);
-        job = NULL;
-        st = MPCCL_OK;
-        goto done;
-    }
-    job->rank = newrank;
-    job->nranks = count;
-    mpccl_log_set_rank(newrank);
-    st = mpccl_socket_bootstrap_create(ids[mine[0].rank].internal, newrank, count, &bs);
-    MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommSplit: parent rank %d color %d key %d -> rank %d of %d", me, all[me].color,
-               job->key, newrank, count);
-done:
-    free(all);
-    free(mine);
-    free(ids);
-    return job ? finish_init(job, &bs, st) : st;
-}
 
 MPCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
           ncclConfig_t *config)
@@ -309,85 +127,10 @@ MPCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nccl
     } else {
         cfg = comm->config;
     }
-    init_job_t *job = new_job(newcomm, &cfg, comm->rank, comm->nranks);
-    if (!job) return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));
-    job->cuda_dev = comm->cuda_dev; /* a child lives on its parent's device */
-    job->parent = comm;
-    job->color = color;
-    job->key = key;
-    return mpccl_result(mpccl_group_defer_init(init_split, job));
+    return mpccl_result(mpccl_comm_split(fn, comm, color, key, &cfg, newcomm));
 }
 
 /* ---- grow ---- */
-
-/* Existing ranks learn the coordinator's id through the parent (they all call
- * ncclCommGrow: the parent's allgather is safe), then every rank, existing and
- * new, joins a socket bootstrap of nRanks as ncclCommInitRank does, existing
- * ranks with their parent rank.  A last allgather checks that ranks
- * 0..parent size - 1 are exactly the parent's. */
-typedef struct grow_slot {
-    int32_t has_id, nranks;
-    ncclUniqueId id;
-} grow_slot_t;
-
-static mpccl_status_t grow_agree_id(init_job_t *job)
-{
-    ncclComm_t parent = job->parent;
-    int n = parent->nranks, me = parent->rank, roots = 0;
-    grow_slot_t *all = calloc((size_t)n, sizeof(*all));
-    if (!all) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommGrow: out of memory");
-    all[me].has_id = job->has_id;
-    all[me].nranks = job->nranks;
-    all[me].id = job->id;
-    mpccl_status_t st = mpccl_bootstrap_allgather(&parent->bs, all, sizeof(*all));
-    for (int r = 0; r < n && st == MPCCL_OK; r++) {
-        if (all[r].nranks != job->nranks)
-            st = mpccl_fail(MPCCL_ERR_ARG, "ncclCommGrow: argument nRanks = %d on rank %d but %d on rank %d", job->nranks,
-                            me, all[r].nranks, r);
-        if (all[r].has_id && roots++ == 0) job->id = all[r].id;
-    }
-    if (st == MPCCL_OK && roots != 1)
-        st = mpccl_fail(MPCCL_ERR_USAGE,
-                        "ncclCommGrow: %d existing ranks passed a uniqueId; exactly one must (the one that called "
-                        "ncclCommGetUniqueId), the others pass NULL",
-                        roots);
-    free(all);
-    return st;
-}
-
-static mpccl_status_t grow_check_layout(init_job_t *job, mpccl_bootstrap_t *bs)
-{
-    int n = job->nranks;
-    int32_t *old = calloc((size_t)n, sizeof(*old));
-    if (!old) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommGrow: out of memory");
-    old[job->rank] = job->parent ? job->parent->nranks : -1;
-    mpccl_status_t st = mpccl_bootstrap_allgather(bs, old, sizeof(*old));
-    int parent_n = 0;
-    for (int r = 0; r < n && st == MPCCL_OK; r++)
-        if (old[r] > parent_n) parent_n = old[r];
-    for (int r = 0; r < n && st == MPCCL_OK; r++)
-        if ((r < parent_n) != (old[r] == parent_n))
-            st = mpccl_fail(MPCCL_ERR_ARG,
-                            "ncclCommGrow: rank %d of the grown communicator is %s, but the parent has %d ranks: new "
-                            "ranks take %d..%d",
-                            r, old[r] < 0 ? "a new rank" : "an existing rank", parent_n, parent_n, n - 1);
-    free(old);
-    return st;
-}
-
-static mpccl_status_t init_grow(void *arg)
-{
-    init_job_t *job = arg;
-    mpccl_bootstrap_t bs = {0};
-    mpccl_log_set_rank(job->rank);
-    mpccl_status_t st = job->parent ? grow_agree_id(job) : MPCCL_OK;
-    if (st == MPCCL_OK) st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
-    if (st == MPCCL_OK && (st = grow_check_layout(job, &bs)) != MPCCL_OK) mpccl_bootstrap_close(&bs);
-    if (st == MPCCL_OK)
-        MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommGrow: rank %d of %d (%s)", job->rank, job->nranks,
-                   job->parent ? "existing" : "new");
-    return finish_init(job, &bs, st);
-}
 
 MPCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId *uniqueId)
 {
@@ -435,22 +178,14 @@ MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUni
     } else {
         cfg = comm->config;
     }
-    init_job_t *job = new_job(newcomm, &cfg, rank, nRanks);
-    if (!job) return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));
-    if (comm) job->cuda_dev = comm->cuda_dev;
-    job->parent = comm;
-    job->has_id = uniqueId != NULL;
-    if (uniqueId) job->id = *uniqueId;
-    return mpccl_result(mpccl_group_defer_init(init_grow, job));
+    return mpccl_result(mpccl_comm_grow(fn, comm, nRanks, uniqueId, rank, &cfg, newcomm));
 }
 
 /* ---- revoke ---- */
 
-/* Host communicators: a call returns when its data is complete, so nothing is
- * in flight to stop; the communicator stops taking work and keeps its
- * transport for ncclCommShrink.  GPU communicators: launched kernels cannot
- * be stopped yet (the flat kernels have no abort word), so it is refused
- * rather than pretending. */
+/* The executor stops the work in flight, or says why it cannot (GPU
+ * communicators: launched kernels cannot be stopped yet); a revoked
+ * communicator takes no more work and keeps its transport for ncclCommShrink. */
 MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
 {
     static const char fn[] = "ncclCommRevoke";
@@ -458,24 +193,15 @@ MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
     if (st == MPCCL_OK && revokeFlags != 0)
         st = mpccl_fail(MPCCL_ERR_ARG, "%s: argument revokeFlags = %#x, expected 0 (no flags are defined)", fn,
                         revokeFlags);
-    if (st == MPCCL_OK && comm->cuda_dev >= 0)
-        st = mpccl_fail(MPCCL_ERR_USAGE,
-                        "%s: GPU communicators cannot be revoked yet: kernels already launched cannot be stopped "
-                        "(ncclCommAbort releases the communicator instead)",
-                        fn);
-    if (st == MPCCL_OK) {
-        comm->revoked = 1;
-        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d revoked", (unsigned long long)comm->id, comm->rank);
-    }
+    if (st == MPCCL_OK) st = mpccl_comm_revoke(fn, comm);
     return mpccl_result(st);
 }
 
 /* ---- suspend, resume, memory statistics ---- */
 
-/* A host communicator holds no GPU memory: suspending it releases nothing and
- * only stops it taking work until ncclCommResume.  A GPU communicator's
- * memory (mapped by its peers, possibly held by captured graphs) cannot be
- * released and restored yet, so suspending one is refused. */
+/* Suspending releases nothing and only stops the communicator taking work
+ * until ncclCommResume; the executor refuses where memory would have to go
+ * (GPU communicators: peers map it, captured graphs may hold it). */
 MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)
 {
     static const char fn[] = "ncclCommSuspend";
@@ -485,11 +211,7 @@ MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)
                         flags);
     if (st == MPCCL_OK && comm->suspended)
         st = mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p is suspended already", fn, (void *)comm);
-    if (st == MPCCL_OK && comm->cuda_dev >= 0)
-        st = mpccl_fail(MPCCL_ERR_USAGE,
-                        "%s: releasing a GPU communicator's memory is not supported yet (its peers map it; captured "
-                        "graphs may hold it)",
-                        fn);
+    if (st == MPCCL_OK) st = comm->exec->can_suspend(comm, fn);
     if (st == MPCCL_OK) comm->suspended = 1;
     return mpccl_result(st);
 }
@@ -510,10 +232,7 @@ MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t sta
     mpccl_status_t st = mpccl_check_comm(fn, comm);
     if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "value", value);
     if (st != MPCCL_OK) return mpccl_result(st);
-    uint64_t held = 0;
-#ifdef MPCCL_HAVE_CUDA
-    held = mpccl_gpu_mem_bytes(comm);
-#endif
+    uint64_t held = comm->exec->mem_bytes(comm);
     switch (stat) {
     case ncclStatGpuMemSuspend: *value = 0; break; /* a suspend releases nothing (see ncclCommSuspend) */
     case ncclStatGpuMemSuspended: *value = (uint64_t)comm->suspended; break;
@@ -529,60 +248,6 @@ MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t sta
 }
 
 /* ---- shrink ---- */
-
-/* The excluded ranks may be dead, so nothing collective over the parent can
- * be used: the lowest surviving rank makes the child's bootstrap id and sends
- * it to every other survivor over the parent's transport (point to point,
- * never touching an excluded rank); then the survivors join that bootstrap as
- * ncclCommInitRank does, in parent order.  The tag is reserved: the proxy's
- * tag space with a CTA index no launch uses. */
-#define SHRINK_TAG(sender) (((uint64_t)(sender) << 40) | (3ULL << 38) | (0xffULL << 30) | 0x3fffffffULL)
-
-static mpccl_status_t wait_req(mpccl_transport_t *t, mpccl_req_t *req)
-{
-    while (!req->done)
-        if (t->ops->progress(t) == 0) t->ops->idle(t);
-    return req->status;
-}
-
-static mpccl_status_t shrink_share_id(init_job_t *job)
-{
-    ncclComm_t parent = job->parent;
-    mpccl_transport_t *t = parent->transport;
-    if (t == NULL)
-        return mpccl_fail(MPCCL_ERR_USAGE, "ncclCommShrink: the parent communicator was finalized (its transport "
-                          "is closed)");
-    int root = job->survivors[0];
-    mpccl_status_t st = MPCCL_OK;
-    if (parent->rank == root) {
-        MPCCL_CHECK(mpccl_socket_get_unique_id(job->id.internal));
-        for (int i = 1; i < job->nranks && st == MPCCL_OK; i++) {
-            mpccl_req_t req = {0};
-            st = t->ops->isend(t, job->survivors[i], SHRINK_TAG(root), &job->id, sizeof(job->id), &req);
-            if (st == MPCCL_OK) st = wait_req(t, &req);
-        }
-    } else {
-        mpccl_req_t req = {0};
-        st = t->ops->irecv(t, root, SHRINK_TAG(root), &job->id, sizeof(job->id), &req);
-        if (st == MPCCL_OK) st = wait_req(t, &req);
-    }
-    return st;
-}
-
-static mpccl_status_t init_shrink(void *arg)
-{
-    init_job_t *job = arg;
-    mpccl_bootstrap_t bs = {0};
-    mpccl_log_set_rank(job->rank);
-    mpccl_status_t st = shrink_share_id(job);
-    if (st == MPCCL_OK) st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
-    if (st == MPCCL_OK)
-        MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: parent rank %d -> rank %d of %d", job->parent->rank, job->rank,
-                   job->nranks);
-    free(job->survivors);
-    job->survivors = NULL;
-    return finish_init(job, &bs, st);
-}
 
 MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
           ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
@@ -603,21 +268,8 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
                                        "%s: argument shrinkFlags = %#x, expected NCCL_SHRINK_DEFAULT or "
                                        "NCCL_SHRINK_ABORT",
                                        fn, shrinkFlags));
-    if (shrinkFlags == NCCL_SHRINK_ABORT && comm->cuda_dev >= 0)
-        return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE,
-                                       "%s: NCCL_SHRINK_ABORT on a GPU communicator: stopping kernels that wait for "
-                                       "a failed peer is not supported yet (ncclCommAbort the parent instead)",
-                                       fn));
-#ifdef MPCCL_HAVE_CUDA
-    /* Spanning nodes always has the proxy attached (mpccl_gpu_setup). */
-    if (comm->gpu != NULL && mpccl_gpu_proxy(comm) != NULL)
-        return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE,
-                                       "%s: a GPU communicator with peers served by the proxy thread (on other "
-                                       "nodes, or, once a window was registered, on this node without P2P) cannot "
-                                       "be shrunk yet: the proxy drives its transport, which the survivors' "
-                                       "rendezvous would race",
-                                       fn));
-#endif
+    if ((st = comm->exec->can_shrink(comm, fn, shrinkFlags == NCCL_SHRINK_ABORT)) != MPCCL_OK)
+        return mpccl_result(st);
     unsigned char *out = calloc((size_t)n, 1);
     int *survivors = calloc((size_t)n, sizeof(int));
     if (!out || !survivors) {
@@ -646,16 +298,11 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
         if (config) st = mpccl_config_normalize(config, &cfg, fn);
         else cfg = comm->config;
     }
-    init_job_t *job = st == MPCCL_OK ? new_job(newcomm, &cfg, newrank, count) : NULL;
-    if (st == MPCCL_OK && !job) st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
     if (st != MPCCL_OK) {
         free(survivors);
         return mpccl_result(st);
     }
-    job->cuda_dev = comm->cuda_dev;
-    job->parent = comm;
-    job->survivors = survivors;
-    return mpccl_result(mpccl_group_defer_init(init_shrink, job));
+    return mpccl_result(mpccl_comm_shrink(fn, comm, survivors, count, newrank, &cfg, newcomm));
 }
 
 /* ---- teardown ---- */
@@ -664,19 +311,7 @@ MPCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
 {
     mpccl_status_t st = mpccl_check_comm("ncclCommFinalize", comm);
     if (st != MPCCL_OK) return mpccl_result(st);
-    /* Host operations are complete when their call returns; what is left to
-     * flush is the network: release windows (their UCX keys belong to the
-     * transport's worker), then close the transport gracefully. */
-    mpccl_win_release(comm);
-#ifdef MPCCL_HAVE_CUDA
-    /* GPU communicators with proxied peers (other nodes, or no P2P): the
-     * proxy thread drives the transport until it lets go (it would progress
-     * a closed one otherwise). */
-    mpccl_gpu_finalize(comm);
-#endif
-    if (comm->transport) comm->transport->ops->close(comm->transport, comm->all_in_process);
-    comm->transport = NULL;
-    comm->state = MPCCL_COMM_FINALIZED;
+    mpccl_comm_finalize(comm);
     return ncclSuccess;
 }
 
@@ -692,10 +327,7 @@ MPCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
 {
     mpccl_status_t st = check_handle("ncclCommDestroy", comm);
     if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
-    /* A failed communicator's kernels may wait on a dead peer forever: release
-     * it like an abort. */
-    comm->aborting = comm->state == MPCCL_COMM_FAILED || comm->async_error != ncclSuccess;
-    mpccl_comm_release(comm, comm->aborting);
+    mpccl_comm_destroy(comm);
     return ncclSuccess;
 }
 
@@ -703,8 +335,7 @@ MPCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
 {
     mpccl_status_t st = check_handle("ncclCommAbort", comm);
     if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
-    comm->aborting = 1;
-    mpccl_comm_release(comm, 1);
+    mpccl_comm_abort(comm);
     return ncclSuccess;
 }
 

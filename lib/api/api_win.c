@@ -9,20 +9,6 @@
 #include "api/api_check_win.h"
 #include "core/group.h"
 #include "onesided/onesided_win.h"
-#ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_launch.h"
-#endif
-
-/* A GPU communicator over several nodes with the proxy's one-sided channel. */
-static int gpu_spans_nodes_with_rma(ncclComm_t comm)
-{
-#ifdef MPCCL_HAVE_CUDA
-    return comm->gpu != NULL && mpccl_gpu_os_remote(comm) != NULL;
-#else
-    (void)comm;
-    return 0;
-#endif
-}
 
 MPCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
@@ -189,7 +175,7 @@ MPCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
     props->cudaDev = comm->cuda_dev;
     if (PROP_FITS(props, nvmlDev)) props->nvmlDev = comm->cuda_dev; /* NVML numbers devices as CUDA does without CUDA_VISIBLE_DEVICES */
     /* nccl_device.h: device communicators on GPU communicators. */
-    if (PROP_FITS(props, deviceApiSupport)) props->deviceApiSupport = comm->gpu != NULL;
+    if (PROP_FITS(props, deviceApiSupport)) props->deviceApiSupport = comm->exec->device_api != 0;
     if (PROP_FITS(props, multimemSupport)) props->multimemSupport = false;   /* NVLink multicast is never used */
     if (PROP_FITS(props, ginType)) props->ginType = NCCL_GIN_TYPE_NONE;
     /* Load/store (LSA) teams: consecutive ranks whose GPUs reach each other
@@ -199,7 +185,7 @@ MPCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProper
      * communicators through UCX RMA; on GPU communicators through peer stores
      * within a node and the proxy's one-sided channel between nodes (and to
      * peers of the node without P2P). */
-    if (PROP_FITS(props, hostRmaSupport)) props->hostRmaSupport = comm->gpu == NULL || comm->topo.nnodes == 1 || gpu_spans_nodes_with_rma(comm);
+    if (PROP_FITS(props, hostRmaSupport)) props->hostRmaSupport = comm->exec->rma_reaches_all(comm) != 0;
     if (PROP_FITS(props, railedGinType)) props->railedGinType = NCCL_GIN_TYPE_NONE;
     return ncclSuccess;
 }

@@ -1,19 +1,16 @@
-/* Communicator setup and teardown. */
+/* Communicator setup and teardown: the parts every executor shares; the
+ * executor (core/exec.h) builds and releases its own. */
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include "build_config.h"
 #include "core/comm.h"
-#include "devapi/devapi_comm.h"
-#include "util/log.h"
+#include "core/tags.h"
 #include "core/topo.h"
+#include "devapi/devapi_comm.h"
 #include "onesided/onesided_win.h"
-#ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_cuda_rt.h"
-#include "gpu/gpu_launch.h"
-#endif
+#include "util/log.h"
 
 ncclComm_t mpccl_comm_alloc(void)
 {
@@ -21,6 +18,7 @@ ncclComm_t mpccl_comm_alloc(void)
     if (!comm) return NULL;
     comm->magic = MPCCL_COMM_MAGIC;
     comm->cuda_dev = -1;
+    comm->exec = &mpccl_host_executor; /* until setup picks one */
     comm->state = MPCCL_COMM_INITIALIZING;
     comm->async_error = ncclSuccess;
     pthread_mutex_init(&comm->redop_lock, NULL);
@@ -119,9 +117,15 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     /* Even one rank needs the transport: ncclSend/ncclRecv to itself. */
     MPCCL_CHECK_GOTO(mpccl_ucx_transport_create(&comm->bs, &comm->transport), st, out);
     MPCCL_CHECK_GOTO(agree_on_device(comm, cuda_dev), st, out);
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->cuda_dev >= 0) MPCCL_CHECK_GOTO(mpccl_gpu_setup(comm), st, out);
-#endif
+    if (comm->cuda_dev >= 0) {
+        comm->exec = mpccl_gpu_executor();
+        if (!comm->exec) {
+            comm->exec = &mpccl_host_executor;
+            st = mpccl_fail(MPCCL_ERR_INTERNAL, "a CUDA device in a build without CUDA");
+            goto out;
+        }
+    }
+    MPCCL_CHECK_GOTO(comm->exec->setup(comm), st, out);
     comm->state = MPCCL_COMM_READY;
     if (comm->cuda_dev >= 0)
         MPCCL_INFO(MPCCL_SUB_INIT, "comm %p id 0x%llx rank %d of %d ready (CUDA device %d, %d node(s))",
@@ -140,10 +144,8 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     if (!comm) return;
     mpccl_devcomm_release_all(comm);
     mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
-#ifdef MPCCL_HAVE_CUDA
-    /* Before the transport: the proxy drives it. */
-    if (comm->gpu) mpccl_gpu_release(comm, force);
-#endif
+    /* Before the transport: the GPU executor's proxy drives it. */
+    comm->exec->release(comm, force);
     /* Ranks of one process are destroyed one after another by one thread: a
      * flushing close would wait for peers that cannot progress until it
      * returns.  Their work is complete by now, so nothing is lost. */
@@ -161,24 +163,65 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     free(comm);
 }
 
+void mpccl_comm_finalize(ncclComm_t comm)
+{
+    /* Host operations are complete when their call returns; what is left to
+     * flush is the network: release windows (their UCX keys belong to the
+     * transport's worker), then close the transport gracefully. */
+    mpccl_win_release(comm);
+    /* The executor lets go of the transport (the GPU proxy thread drives it
+     * for proxied peers, and would progress a closed one otherwise). */
+    comm->exec->finalize(comm);
+    if (comm->transport) comm->transport->ops->close(comm->transport, comm->all_in_process);
+    comm->transport = NULL;
+    comm->state = MPCCL_COMM_FINALIZED;
+}
+
+void mpccl_comm_destroy(ncclComm_t comm)
+{
+    /* A failed communicator's kernels may wait on a dead peer forever: release
+     * it like an abort. */
+    comm->aborting = comm->state == MPCCL_COMM_FAILED || comm->async_error != ncclSuccess;
+    mpccl_comm_release(comm, comm->aborting);
+}
+
+void mpccl_comm_abort(ncclComm_t comm)
+{
+    comm->aborting = 1;
+    comm->exec->abort(comm);
+    mpccl_comm_release(comm, 1);
+}
+
+mpccl_status_t mpccl_comm_revoke(const char *fn, ncclComm_t comm)
+{
+    MPCCL_CHECK(comm->exec->revoke(comm, fn));
+    comm->revoked = 1;
+    MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d revoked", (unsigned long long)comm->id, comm->rank);
+    return MPCCL_OK;
+}
+
+void mpccl_comm_fail(ncclComm_t comm, mpccl_status_t st)
+{
+    if (comm->async_error == ncclSuccess) {
+        switch (st) {
+        case MPCCL_ERR_REMOTE: comm->async_error = ncclRemoteError; break;
+        case MPCCL_ERR_SYSTEM: comm->async_error = ncclSystemError; break;
+        case MPCCL_ERR_CUDA: comm->async_error = ncclUnhandledCudaError; break;
+        default: comm->async_error = ncclInternalError; break;
+        }
+    }
+}
+
+/* The GPU executor where this build has one: a communicator binds to the
+ * current device, as in NCCL. */
 int mpccl_comm_device_for_init(void)
 {
-#ifdef MPCCL_HAVE_CUDA
-    return mpccl_cuda_current_device();
-#else
-    return -1;
-#endif
+    const mpccl_executor_t *gpu = mpccl_gpu_executor();
+    return gpu ? gpu->current_device() : -1;
 }
 
 mpccl_status_t mpccl_comm_enter_device(int cuda_dev)
 {
-#ifdef MPCCL_HAVE_CUDA
-    if (cuda_dev >= 0) {
-        cudaError_t e = cudaSetDevice(cuda_dev);
-        if (e != cudaSuccess) return mpccl_cuda_error(e, "cudaSetDevice(communicator's device)");
-    }
-#else
-    (void)cuda_dev;
-#endif
-    return MPCCL_OK;
+    const mpccl_executor_t *gpu = mpccl_gpu_executor();
+    return gpu && cuda_dev >= 0 ? gpu->enter_device(cuda_dev) : MPCCL_OK;
 }

@@ -8,15 +8,12 @@
 #include "bootstrap/bootstrap.h"
 #include "nccl.h"
 #include "algo/algo_plan.h"
+#include "core/exec.h"
 #include "core/transport.h"
 
 #define MPCCL_COMM_MAGIC 0x6d7063636c636f6dULL /* "mpcclcom" */
 #define MPCCL_COMM_DEAD 0x646561646465616dULL
 
-/* Collective and point-to-point messages use separate tag sequences: every rank
- * issues collectives in the same order, while p2p order is only per pair, and
- * NCCL lets a group mix both in any order. */
-#define MPCCL_P2P_SEQ_BASE (1ULL << 39)
 
 typedef struct mpccl_redop_slot {
     int in_use;
@@ -46,7 +43,8 @@ struct ncclComm {
     uint64_t *coll_send_seq, *coll_recv_seq; /* nranks each: tag counters */
     uint64_t *p2p_send_seq, *p2p_recv_seq;
 
-    struct mpccl_gpu_state *gpu; /* GPU communicators only (gpu_launch.c) */
+    const mpccl_executor_t *exec; /* runs its calls (core/exec.h); chosen at setup */
+    struct mpccl_gpu_state *gpu; /* the GPU executor's state (gpu_launch.c); the core never reads it */
     int all_in_process; /* every rank lives in this process (ncclCommInitAll, grouped inits) */
     int aborting; /* being released by ncclCommAbort: device memory that a kernel
                    * waiting on a dead peer may still use is left allocated, since
@@ -76,6 +74,16 @@ mpccl_status_t mpccl_comm_enter_device(int cuda_dev);
 ncclComm_t mpccl_comm_alloc(void);
 /* Releases everything; force = 1 for abort (no flushing, no waiting on peers). */
 void mpccl_comm_release(ncclComm_t comm, int force);
+/* ncclCommFinalize: windows released, the transport closed gracefully. */
+void mpccl_comm_finalize(ncclComm_t comm);
+/* ncclCommDestroy (released like an abort once it failed) and ncclCommAbort. */
+void mpccl_comm_destroy(ncclComm_t comm);
+void mpccl_comm_abort(ncclComm_t comm);
+/* ncclCommRevoke after the checks: the executor stops in-flight work (or
+ * refuses), then the communicator takes no more work. */
+mpccl_status_t mpccl_comm_revoke(const char *fn, ncclComm_t comm);
+/* Records st as the communicator's asynchronous error (the first one sticks). */
+void mpccl_comm_fail(ncclComm_t comm, mpccl_status_t st);
 
 /* Copies a user config honouring its size field (older headers have fewer
  * fields); NULL gives the defaults.  Rejects a bad magic/size. */

@@ -2,14 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build_config.h"
-#include "api/api_check.h"
 #include "core/enqueue.h"
 #include "core/group.h"
 #include "util/log.h"
-#ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_launch.h"
-#endif
 
 /* ncclAvg and PreMulSum become element-wise ops the schedules know: floats scale
  * the input first (as NCCL, so fp16 sums do not overflow before dividing),
@@ -44,7 +39,7 @@ static mpccl_status_t map_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dt,
     /* On a host communicator the "device" scalar is host memory read at the
      * call, which is when the reduction would read it on the stream. */
     if (s.residence == ncclScalarHostImmediate) memcpy(t->scalar, s.scalar, mpccl_dtype_size(dt));
-    else if (comm->gpu) t->scalar_dev = s.scalar_ptr; /* device memory: read on the stream */
+    else if (comm->exec->on_streams) t->scalar_dev = s.scalar_ptr; /* device memory: read on the stream */
     else memcpy(t->scalar, s.scalar_ptr, mpccl_dtype_size(dt));
     return MPCCL_OK;
 }
@@ -68,18 +63,17 @@ static int is_in_place(mpccl_coll_t coll, const void *in, const void *out, size_
 mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendbuf, void *recvbuf, size_t count,
                             ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    mpccl_status_t st = mpccl_check_coll(fn, coll, sendbuf, recvbuf, count, dt, op, root, comm);
-#ifdef MPCCL_HAVE_CUDA
-    if (st == MPCCL_OK && comm->gpu) st = mpccl_gpu_check_buffers(fn, comm, coll, sendbuf, recvbuf, count, dt, root);
-#endif
+    const mpccl_executor_t *exec = comm->exec;
+    mpccl_status_t st = exec->check_buffers(fn, comm, coll, sendbuf, recvbuf, count, dt, root);
     if (st != MPCCL_OK) {
         mpccl_group_discard_comm(comm);
         return st;
     }
     mpccl_log_set_rank(comm->rank);
-    /* An eager GPU call is launched before this returns: it lives on the stack. */
+    /* An eager call (on streams, outside a group) is launched before this
+     * returns: it lives on the stack. */
     mpccl_call_t eager_call;
-    int eager = comm->gpu && mpccl_group_depth() == 0;
+    int eager = exec->on_streams && mpccl_group_depth() == 0;
     mpccl_call_t *call = eager ? memset(&eager_call, 0, sizeof(eager_call)) : mpccl_call_alloc();
     if (!call) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
     call->comm = comm;
@@ -95,9 +89,9 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
     if (coll == MPCCL_COLL_ALLREDUCE || coll == MPCCL_COLL_REDUCE || coll == MPCCL_COLL_REDUCESCATTER)
         MPCCL_CHECK_GOTO(map_op(comm, op, dt, d, &call->task), st, fail);
     call->task.op = d->op;
-    /* Device calls plan at launch, from the communicator's plan cache (or not
-     * at all: flat kernels); only host calls carry a schedule. */
-    if (!comm->gpu) MPCCL_CHECK_GOTO(mpccl_plan(&comm->topo, d, &comm->params, &call->sched), st, fail);
+    /* The GPU executor plans at launch, from the communicator's plan cache (or
+     * not at all: flat kernels); only host calls carry a schedule. */
+    if (exec->plans_at_call) MPCCL_CHECK_GOTO(mpccl_plan(&comm->topo, d, &comm->params, &call->sched), st, fail);
     call->task.sched = &call->sched;
     call->task.in = sendbuf;
     call->task.out = recvbuf;
@@ -105,11 +99,16 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
                "%s: comm 0x%llx count %zu type %s op %s root %d in-place %d memory %s algorithm %s (%u steps)",
                fn, (unsigned long long)comm->id, count, mpccl_dtype_name(dt),
                (int)op < ncclNumOps ? (const char *[]){"sum", "prod", "max", "min", "avg"}[(int)op] : "premulsum",
-               root, d->in_place, comm->gpu ? "device" : "host",
-               comm->gpu ? "chosen at launch" : mpccl_algo_name((mpccl_algo_t)call->sched.algo), call->sched.nsteps);
-    return eager ? mpccl_group_run_eager_gpu(call) : mpccl_group_enqueue(call);
+               root, d->in_place, exec->memory,
+               exec->plans_at_call ? mpccl_algo_name((mpccl_algo_t)call->sched.algo) : "chosen at launch",
+               call->sched.nsteps);
+    if (!eager) return mpccl_group_enqueue(call);
+    /* Straight to the executor's launch code (doc/MAP.md). */
+    st = call->is_p2p ? exec->launch_p2p(&call, 1) : exec->launch(call);
+    if (st != MPCCL_OK) mpccl_comm_fail(comm, st);
+    return st;
 fail:
-    if (!eager) mpccl_call_free(call); /* an eager call is a GPU call: no schedule to free */
+    if (!eager) mpccl_call_free(call); /* an eager call has no schedule to free */
     mpccl_group_discard_comm(comm);
     return st;
 }

@@ -4,9 +4,6 @@
 #include "algo/algo.h"
 #include "util/datatype.h"
 #include "algo/algo_plan.h"
-#ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_launch.h"
-#endif
 
 /* Flat kernels on 2 H200 (doc/PERFORMANCE.md): about 7 us for a small call,
  * 330 GB/s of bus bandwidth for large ones. */
@@ -32,9 +29,7 @@ double mpccl_call_estimate(const mpccl_call_t *call)
     ncclComm_t comm = call->comm;
     const mpccl_coll_desc_t *d = &call->desc;
     int n = comm->nranks;
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu && mpccl_gpu_takes_flat(comm, d)) return FLAT_LATENCY + bus_bytes(d, n) / FLAT_BUS_BW;
-#endif
+    if (comm->exec->takes_flat(comm, d)) return FLAT_LATENCY + bus_bytes(d, n) / FLAT_BUS_BW;
     if (d->coll == MPCCL_COLL_SEND || d->coll == MPCCL_COLL_RECV) {
         int remote = comm->topo.node_of[d->root] != comm->topo.node_of[comm->rank];
         mpccl_link_t l = remote ? mpccl_link_inter : mpccl_link_intra;

@@ -1,12 +1,23 @@
-/* Runs one rank's schedule over a transport, without blocking: the caller drives
- * mpccl_exec_progress (a group progresses all its tasks of all communicators in
- * one loop, so ranks in one thread cannot deadlock). */
-#ifndef MPCCL_EXEC_H
-#define MPCCL_EXEC_H
+/* The executor interface: what runs a communicator's calls.  The core (comm,
+ * group, enqueue, estimate) reaches host memory or GPUs only through this
+ * table; lib/host/host_executor.c and lib/gpu/gpu_exec.c fill one each, and
+ * mpccl_comm_setup picks one per communicator (comm->exec). */
+#ifndef MPCCL_CORE_EXEC_H
+#define MPCCL_CORE_EXEC_H
 
-#include "algo/algo_schedule.h"
-#include "core/transport.h"
+#include <stddef.h>
+#include <stdint.h>
 
+#include "nccl.h"
+#include "algo/algo_plan.h"
+#include "util/status.h"
+
+struct mpccl_call;
+struct mpccl_win_state;
+struct mpccl_win;
+struct mpccl_reg;
+
+/* One call as an executor runs it: the schedule (host calls) and the buffers. */
 typedef struct mpccl_task {
     const mpccl_sched_t *sched;
     const void *in;   /* the user's input (scaled into scratch first if
@@ -20,17 +31,89 @@ typedef struct mpccl_task {
                               * prescale kernel when it runs (then scalar is unused) */
 } mpccl_task_t;
 
-typedef struct mpccl_exec mpccl_exec_t;
+/* Modelled on NCCL's transport tables: every entry is set in both executors
+ * (no NULL checks in the core). */
+struct mpccl_executor {
+    const char *name;   /* log lines: "host", "gpu" */
+    const char *memory; /* log lines: where the buffers live, "host" or "device" */
 
-/* Tags: a message to peer p carries (rank << 40) | (send_seq[p] + step.msg); the
- * counters (nranks entries each, owned by the communicator) advance by the number
- * of messages the schedule exchanges with each peer, so consecutive tasks and
- * p2p calls match in program order. */
-mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, int rank,
-                                uint64_t *send_seq, uint64_t *recv_seq, mpccl_exec_t **out);
-/* Posts whatever became ready and checks completions; never blocks.  *done = 1 once
- * every step finished.  An error stops the task (in-flight requests cancelled). */
-mpccl_status_t mpccl_exec_progress(mpccl_exec_t *ex, int *done);
-void mpccl_exec_free(mpccl_exec_t *ex);
+    /* ---- devices (called before a communicator exists) ---- */
+    /* The device a communicator created now by this thread binds to, -1: none. */
+    int (*current_device)(void);
+    /* Makes cuda_dev current in this thread (init threads of a group). */
+    mpccl_status_t (*enter_device)(int cuda_dev);
+
+    /* ---- a communicator's resources ---- */
+    /* Collective, after the transport exists and the ranks agreed on the device. */
+    mpccl_status_t (*setup)(ncclComm_t comm);
+    /* ncclCommFinalize: let go of the transport before the core closes it. */
+    void (*finalize)(ncclComm_t comm);
+    /* Releases what setup built, before the transport closes; force: abort
+     * (no waiting for queued work).  Safe after a failed or partial setup. */
+    void (*release)(ncclComm_t comm, int force);
+    /* Device memory held (ncclCommMemStats). */
+    uint64_t (*mem_bytes)(ncclComm_t comm);
+
+    /* ---- calls ---- */
+    /* The call's buffers against the communicator's memory (fn names the API call). */
+    mpccl_status_t (*check_buffers)(const char *fn, ncclComm_t comm, mpccl_coll_t coll, const void *in,
+                                    const void *out, size_t count, ncclDataType_t dt, int root);
+    /* 1: calls carry a schedule planned at the call (mpccl_plan); 0: the
+     * executor plans at launch (its own plan cache). */
+    int plans_at_call;
+    /* 1: calls run on the user's CUDA stream after the API call returns: a
+     * call outside a group goes straight to launch / launch_p2p (the caller
+     * keeps the call record), and device-resident scalars are read on the
+     * stream.  0: calls complete before the API call returns, and a call
+     * outside a group runs through run_group like a group of one. */
+    int on_streams;
+    /* Enqueues one planned collective, or n send/recv calls of one communicator. */
+    mpccl_status_t (*launch)(struct mpccl_call *call);
+    mpccl_status_t (*launch_p2p)(struct mpccl_call **calls, int n);
+    /* Runs (or enqueues) a group's calls of this executor, any communicators;
+     * the caller frees them afterwards. */
+    mpccl_status_t (*run_group)(struct mpccl_call *ops);
+    /* Whether call d runs on the flat kernels (ncclGroupSimulateEnd's model). */
+    int (*takes_flat)(ncclComm_t comm, const mpccl_coll_desc_t *d);
+
+    /* ---- windows, registrations, one-sided (lib/onesided) ---- */
+    mpccl_status_t (*sig_setup)(ncclComm_t comm, struct mpccl_win_state *ws);
+    void (*sig_free)(ncclComm_t comm, struct mpccl_win_state *ws);
+    mpccl_status_t (*win_setup)(ncclComm_t comm, struct mpccl_win *w);
+    void (*win_free)(ncclComm_t comm, struct mpccl_win *w);
+    /* Before windows are released: stop deliveries and drop puts in flight. */
+    void (*win_stop)(ncclComm_t comm);
+    /* Makes a registration reachable by peers; reg_free undoes it. */
+    mpccl_status_t (*reg_export)(ncclComm_t comm, struct mpccl_reg *r);
+    void (*reg_free)(ncclComm_t comm, struct mpccl_reg *r);
+    /* ncclPutSignal / ncclSignal (bytes 0) after the checks, group semantics included. */
+    mpccl_status_t (*put_signal)(ncclComm_t comm, const void *src, size_t bytes, int peer, struct mpccl_win *w,
+                                 size_t offset, int sig, int ctx, cudaStream_t stream);
+    mpccl_status_t (*wait_signal)(ncclComm_t comm, int n, const ncclWaitSignalDesc_t *d, cudaStream_t stream);
+    /* ncclCommQueryProperties: whether put/signal/wait reach every peer
+     * (hostRmaSupport), and whether device communicators exist (deviceApiSupport). */
+    int (*rma_reaches_all)(ncclComm_t comm);
+    int device_api;
+
+    /* ---- stopping ---- */
+    /* ncclCommAbort, before the forced release: stop this communicator's
+     * in-flight work. */
+    void (*abort)(ncclComm_t comm);
+    /* ncclCommRevoke: MPCCL_OK when in-flight work is stopped (the core then
+     * marks the communicator revoked), an error when it cannot be. */
+    mpccl_status_t (*revoke)(ncclComm_t comm, const char *fn);
+    /* ncclCommShrink on comm (abort: NCCL_SHRINK_ABORT): whether its executor
+     * lets the survivors rendezvous over its transport. */
+    mpccl_status_t (*can_shrink)(ncclComm_t comm, const char *fn, int abort);
+    /* ncclCommSuspend: whether its memory can be released. */
+    mpccl_status_t (*can_suspend)(ncclComm_t comm, const char *fn);
+};
+
+typedef struct mpccl_executor mpccl_executor_t;
+
+/* The host executor (lib/host/host_executor.c): schedules over the transport. */
+extern const mpccl_executor_t mpccl_host_executor;
+/* The GPU executor (lib/gpu/gpu_exec.c); NULL in a build without CUDA. */
+const mpccl_executor_t *mpccl_gpu_executor(void);
 
 #endif

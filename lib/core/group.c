@@ -1,19 +1,13 @@
-/* Group collection and the progress loop that runs a group's operations. */
+/* Group collection: calls and inits gathered between ncclGroupStart and
+ * ncclGroupEnd, handed to their communicators' executors at the end. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "build_config.h"
-#include "util/config.h"
-#include "core/group.h"
-#include "algo/algo_p2p_schedule.h"
 #include "core/estimate.h"
-#include "util/log.h"
-#ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_launch.h"
-#endif
+#include "core/group.h"
 
 typedef struct mpccl_deferred_init {
     mpccl_init_fn_t fn;
@@ -59,7 +53,6 @@ mpccl_call_t *mpccl_call_alloc(void)
 void mpccl_call_free(mpccl_call_t *op)
 {
     if (!op) return;
-    if (op->exec) mpccl_exec_free(op->exec);
     mpccl_sched_free(&op->sched);
     pthread_mutex_lock(&call_cache_mu);
     int keep = call_cache_n < CALL_CACHE_MAX;
@@ -72,103 +65,6 @@ void mpccl_call_free(mpccl_call_t *op)
     if (!keep) free(op);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static mpccl_status_t start_op(mpccl_call_t *op)
-{
-    ncclComm_t c = op->comm;
-    uint64_t *sseq = op->is_p2p ? c->p2p_send_seq : c->coll_send_seq;
-    uint64_t *rseq = op->is_p2p ? c->p2p_recv_seq : c->coll_recv_seq;
-    op->started = 1;
-    return mpccl_exec_start(&op->task, c->transport, c->rank, sseq, rseq, &op->exec);
-}
-
-static int op_can_start(const mpccl_call_t *op)
-{
-    /* Collectives of one communicator run in program order (a later one may read
-     * what an earlier one wrote); p2p calls of a group all run at once. */
-    return op->is_p2p || op->prev_coll == NULL || op->prev_coll->done;
-}
-
-static void fail_comm(ncclComm_t comm, mpccl_status_t st)
-{
-    if (comm->async_error == ncclSuccess) {
-        switch (st) {
-        case MPCCL_ERR_REMOTE: comm->async_error = ncclRemoteError; break;
-        case MPCCL_ERR_SYSTEM: comm->async_error = ncclSystemError; break;
-        case MPCCL_ERR_CUDA: comm->async_error = ncclUnhandledCudaError; break;
-        default: comm->async_error = ncclInternalError; break;
-        }
-    }
-}
-
-/* Progresses every op of the list until all are done or one fails. */
-static mpccl_status_t run_ops(mpccl_call_t *ops)
-{
-    mpccl_status_t st = MPCCL_OK;
-    int64_t timeout = mpccl_config_int("OP_TIMEOUT");
-    double start = timeout > 0 ? now_seconds() : 0;
-    unsigned idle_passes = 0;
-    for (;;) {
-        int pending = 0, events = 0;
-        mpccl_transport_t *idle_on = NULL;
-        for (mpccl_call_t *op = ops; op; op = op->next) {
-            if (op->done) continue;
-            if (!op->started) {
-                if (!op_can_start(op)) {
-                    pending++;
-                    continue;
-                }
-                st = start_op(op);
-                if (st != MPCCL_OK) {
-                    fail_comm(op->comm, st);
-                    return st;
-                }
-                events++;
-            }
-            if (op->comm->transport) {
-                events += op->comm->transport->ops->progress(op->comm->transport);
-                idle_on = op->comm->transport;
-            }
-            int done = 0;
-            st = mpccl_exec_progress(op->exec, &done);
-            if (st != MPCCL_OK) {
-                fail_comm(op->comm, st);
-                return st;
-            }
-            if (done) {
-                op->done = 1;
-                events++;
-            } else {
-                pending++;
-            }
-        }
-        if (!pending) return MPCCL_OK;
-        if (events) {
-            idle_passes = 0;
-            continue;
-        }
-        /* Ranks oversubscribe cores in tests: give the CPU away while waiting. */
-        if (++idle_passes > 16) {
-            if (idle_on) idle_on->ops->idle(idle_on);
-            else sched_yield();
-        }
-        if (timeout > 0 && now_seconds() - start > (double)timeout) {
-            for (mpccl_call_t *op = ops; op; op = op->next)
-                if (!op->done) fail_comm(op->comm, MPCCL_ERR_REMOTE);
-            return mpccl_fail(MPCCL_ERR_REMOTE,
-                              "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
-                              "participating (it called a different collective, or died)",
-                              (long long)timeout);
-        }
-    }
-}
-
 static void free_ops(mpccl_call_t *ops)
 {
     while (ops) {
@@ -178,150 +74,52 @@ static void free_ops(mpccl_call_t *ops)
     }
 }
 
-/* Links each collective to the previous collective of its communicator. */
-static void link_collectives(mpccl_call_t *ops)
+/* Takes out of *ops the calls whose communicator runs on exec (keeping their order). */
+static mpccl_call_t *take_executor(mpccl_call_t **ops, const mpccl_executor_t *exec)
 {
-    for (mpccl_call_t *op = ops; op; op = op->next) {
-        if (op->is_p2p) continue;
-        for (mpccl_call_t *q = op->next; q; q = q->next)
-            if (q->comm == op->comm && !q->is_p2p) {
-                q->prev_coll = op;
-                break;
-            }
-    }
-}
-
-#ifdef MPCCL_HAVE_CUDA
-/* A communicator's p2p calls of a group: one launch when its call table holds
- * them, else launches cut so that none waits for a later one on another rank
- * (algo_p2p_schedule.h). */
-static mpccl_status_t launch_p2p_calls(ncclComm_t comm, mpccl_call_t **p2p, int np)
-{
-    enum { TABLE = MPCCL_ENGINE_MAX_BUFS - 3 };
-    if (np <= TABLE) return mpccl_gpu_launch_p2p(p2p, np);
-    mpccl_p2p_call_ref_t *refs = malloc((size_t)np * sizeof(*refs));
-    int *order = malloc((size_t)np * sizeof(*order));
-    uint64_t *key = malloc((size_t)np * sizeof(*key));
-    mpccl_call_t **batch = malloc((size_t)TABLE * sizeof(*batch));
-    mpccl_status_t st = MPCCL_OK;
-    int launches = -1;
-    if (refs && order && key && batch) {
-        for (int i = 0; i < np; i++) {
-            refs[i].peer = p2p[i]->desc.root;
-            refs[i].send = p2p[i]->desc.coll == MPCCL_COLL_SEND;
+    mpccl_call_t *mine = NULL, **tail = &mine;
+    while (*ops) {
+        mpccl_call_t *op = *ops;
+        if (op->comm->exec == exec) {
+            *ops = op->next;
+            op->next = NULL;
+            *tail = op;
+            tail = &op->next;
+        } else {
+            ops = &op->next;
         }
-        launches = mpccl_p2p_schedule(comm->rank, comm->nranks, refs, np, TABLE, order, key);
     }
-    if (launches < 0) st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory scheduling a group of %d send/recv calls", np);
-    else
-        MPCCL_INFO(MPCCL_SUB_P2P, "group of %d send/recv calls on rank %d: %d launches", np, comm->rank, launches);
-    for (int i = 0; i < np && st == MPCCL_OK;) {
-        int m = 0;
-        for (uint64_t k = key[i]; i < np && key[i] == k; i++) batch[m++] = p2p[order[i]];
-        st = mpccl_gpu_launch_p2p(batch, m);
-    }
-    free(refs);
-    free(order);
-    free(key);
-    free(batch);
-    return st;
-}
-#endif
-
-/* GPU calls only enqueue work on their streams.  Per communicator (in order of
- * first appearance): its collectives in program order, then its p2p calls as one
- * launch.  Every rank must put messages into a pair's channels in the same order,
- * and NCCL lets ranks order a group's p2p and collectives differently, so the
- * order is made canonical (NCCL gives no order inside a group either). */
-static mpccl_status_t launch_gpu_calls(mpccl_call_t *ops)
-{
-#ifdef MPCCL_HAVE_CUDA
-    mpccl_status_t st = MPCCL_OK;
-    int n = 0;
-    for (mpccl_call_t *op = ops; op; op = op->next) n++;
-    /* groups of up to SMALL_GROUP calls (nearly all) allocate nothing */
-    enum { SMALL_GROUP = 64 };
-    mpccl_call_t *p2p_small[SMALL_GROUP];
-    char done_small[SMALL_GROUP];
-    int small = n <= SMALL_GROUP;
-    mpccl_call_t **p2p = small ? p2p_small : calloc((size_t)n, sizeof(*p2p));
-    char *done = small ? memset(done_small, 0, sizeof(done_small)) : calloc((size_t)n, 1);
-    if (!p2p || !done) {
-        if (!small) {
-            free(p2p);
-            free(done);
-        }
-        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory launching a group of %d calls", n);
-    }
-    int i = 0;
-    for (mpccl_call_t *first = ops; first && st == MPCCL_OK; first = first->next, i++) {
-        if (done[i]) continue;
-        ncclComm_t comm = first->comm;
-        int np = 0, j = i;
-        for (mpccl_call_t *op = first; op && st == MPCCL_OK; op = op->next, j++) {
-            if (op->comm != comm) continue;
-            done[j] = 1;
-            if (op->is_p2p) p2p[np++] = op;
-            else st = mpccl_gpu_launch(op);
-        }
-        if (np > 0 && st == MPCCL_OK) st = launch_p2p_calls(comm, p2p, np);
-        if (st != MPCCL_OK) fail_comm(comm, st);
-    }
-    if (!small) {
-        free(p2p);
-        free(done);
-    }
-    return st;
-#else
-    (void)ops;
-    return MPCCL_OK;
-#endif
+    return mine;
 }
 
-static int is_gpu_call(const mpccl_call_t *op)
-{
-    return op->comm->gpu != NULL;
-}
-
-/* Runs a list: GPU calls are launched, host calls progressed to completion. */
+/* Runs a group's calls, each executor's together.  Executors on streams go
+ * first: they only enqueue, while the others progress to completion, and a
+ * peer of this thread may wait for a kernel launched here. */
 static mpccl_status_t run_calls(mpccl_call_t *ops)
 {
-    mpccl_call_t *gpu = NULL, **gtail = &gpu, *host = NULL, **htail = &host;
-    while (ops) {
-        mpccl_call_t *next = ops->next;
-        ops->next = NULL;
-        if (is_gpu_call(ops)) *gtail = ops, gtail = &ops->next;
-        else *htail = ops, htail = &ops->next;
-        ops = next;
+    mpccl_status_t st = MPCCL_OK;
+    for (int streams = 1; streams >= 0; streams--) {
+        for (mpccl_call_t *op = ops; op && st == MPCCL_OK;) {
+            if (op->comm->exec->on_streams != streams) {
+                op = op->next;
+                continue;
+            }
+            const mpccl_executor_t *exec = op->comm->exec;
+            mpccl_call_t *mine = take_executor(&ops, exec);
+            st = exec->run_group(mine);
+            free_ops(mine);
+            op = ops;
+        }
     }
-    mpccl_status_t st = launch_gpu_calls(gpu);
-    if (st == MPCCL_OK && host) {
-        link_collectives(host);
-        st = run_ops(host);
-    }
-    free_ops(gpu);
-    free_ops(host);
+    free_ops(ops); /* what an error left unrun */
     return st;
-}
-
-mpccl_status_t mpccl_group_run_eager_gpu(mpccl_call_t *op)
-{
-#ifdef MPCCL_HAVE_CUDA
-    op->next = NULL;
-    mpccl_status_t st = op->is_p2p ? mpccl_gpu_launch_p2p(&op, 1) : mpccl_gpu_launch(op);
-    if (st != MPCCL_OK) fail_comm(op->comm, st);
-    return st;
-#else
-    (void)op;
-    return mpccl_fail(MPCCL_ERR_INTERNAL, "a GPU call in a build without CUDA");
-#endif
 }
 
 mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op)
 {
     op->next = NULL;
     if (group_depth == 0) {
-        mpccl_status_t st = is_gpu_call(op) ? launch_gpu_calls(op) : run_ops(op);
+        mpccl_status_t st = op->comm->exec->run_group(op);
         mpccl_call_free(op);
         return st;
     }

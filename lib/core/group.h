@@ -14,7 +14,7 @@ typedef struct mpccl_call {
     mpccl_sched_t sched;
     mpccl_task_t task;
     void *stream;               /* cudaStream_t of GPU calls */
-    mpccl_exec_t *exec;
+    struct mpccl_exec *run;     /* the host executor's schedule runner while it runs */
     struct mpccl_call *prev_coll; /* the previous collective on the same comm */
     int started, done;
     struct mpccl_call *next;
@@ -23,9 +23,6 @@ typedef struct mpccl_call {
 /* Takes ownership of op (malloc'd, sched built).  Outside a group runs it to
  * completion; inside, queues it for ncclGroupEnd. */
 mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op);
-/* Outside a group, a GPU call: launches it at once.  The caller keeps op (it
- * may live on the stack: the eager fast path allocates nothing). */
-mpccl_status_t mpccl_group_run_eager_gpu(mpccl_call_t *op);
 
 /* A communicator init that must progress concurrently with the other inits of
  * its group.  Outside a group fn runs at once.  fn owns arg. */

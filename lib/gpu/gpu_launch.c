@@ -256,6 +256,23 @@ void mpccl_gpu_finalize(ncclComm_t comm)
     if (saved >= 0) mpccl_cuda_restore_device(saved);
 }
 
+/* Launched kernels cannot be told to stop yet (the flat kernels have no abort
+ * word): the forced release that follows leaves the memory they may still use
+ * allocated instead (mpccl_gpu_release). */
+void mpccl_gpu_abort(ncclComm_t comm)
+{
+    (void)comm;
+}
+
+mpccl_status_t mpccl_gpu_revoke(ncclComm_t comm, const char *fn)
+{
+    (void)comm;
+    return mpccl_fail(MPCCL_ERR_USAGE,
+                      "%s: GPU communicators cannot be revoked yet: kernels already launched cannot be stopped "
+                      "(ncclCommAbort releases the communicator instead)",
+                      fn);
+}
+
 static void free_plans(mpccl_gpu_state_t *s)
 {
     for (int b = 0; b < PLAN_BUCKETS; b++) {

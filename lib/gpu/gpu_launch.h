@@ -1,6 +1,6 @@
 /* The GPU side of a communicator and of a call: setup (mailboxes, proxy), the plan
  * cache, scratch memory and the kernel launch on the user's stream.  Only built
- * with CUDA; comm.c and enqueue.c call it for communicators bound to a device. */
+ * with CUDA; the core reaches it through the GPU executor (gpu_exec.c). */
 #ifndef MPCCL_GPU_LAUNCH_H
 #define MPCCL_GPU_LAUNCH_H
 
@@ -20,6 +20,11 @@ void mpccl_gpu_release(ncclComm_t comm, int force);
 /* ncclCommFinalize: waits for the device, then detaches the proxy, which
  * drives the transport the caller is about to close. */
 void mpccl_gpu_finalize(ncclComm_t comm);
+/* ncclCommAbort, before the forced release (comm->aborting is set): stops the
+ * communicator's in-flight work. */
+void mpccl_gpu_abort(ncclComm_t comm);
+/* ncclCommRevoke: MPCCL_OK once in-flight work is stopped, else why not. */
+mpccl_status_t mpccl_gpu_revoke(ncclComm_t comm, const char *fn);
 
 /* Checks the call's buffers against the communicator's device (fn names the API
  * call in messages). */

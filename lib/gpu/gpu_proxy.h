@@ -16,8 +16,8 @@
  * from another thread in between (GPU communicators use it only through the
  * proxy; the host engine is not used on them).
  *
- * Tags: ((uint64_t)sender_rank << 40) | (3ULL << 38) | ((uint64_t)g << 30) |
- * (piece & 0x3fffffff).  Tags with bits 39..38 = 3 are reserved for the proxy.
+ * Tags: mpccl_proxy_tag (core/tags.h, the one bit layout of every tag): the
+ * sender's rank, bits 39..38 = 3 (reserved for the proxy), the CTA g, the piece.
  *
  * The one-sided channel (optional, GPU communicators' puts to peers on other
  * nodes, lib/onesided/onesided_remote.c): one more channel per remote peer beside the
@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include "kernels/devplan.h"
 #include "util/status.h"
+#include "core/tags.h"
 #include "core/transport.h"
 
 /* Memory the GPU and the host can both read and write.  alloc returns the host
@@ -79,11 +80,6 @@ typedef struct mpccl_proxy_os {
     uint32_t nslots; /* slots of the channel per peer, a power of two (0: as many as a CTA's) */
 } mpccl_proxy_os_t;
 
-/* The proxy tag of piece p of CTA g sent by rank `sender`. */
-static inline uint64_t mpccl_proxy_tag(int sender, uint32_t g, uint32_t p)
-{
-    return ((uint64_t)sender << 40) | (3ULL << 38) | ((uint64_t)g << 30) | (p & 0x3fffffffu);
-}
 
 /* is_remote[] values of mpccl_proxy_attach. */
 enum {

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/exec.h"
+#include "core/tags.h"
+#include "host/host_exec.h"
 #include "util/log.h"
 
 typedef struct mpccl_compute_ops {
@@ -93,16 +94,16 @@ static mpccl_status_t check_buffers(const mpccl_exec_t *ex)
     return MPCCL_OK;
 }
 
-/* Tags: see exec.h.  Counters advance only once the task is sure to start. */
+/* Tags: see host_exec.h.  Counters advance only once the task is sure to start. */
 static void assign_tags(mpccl_exec_t *ex, uint64_t *send_seq, uint64_t *recv_seq)
 {
     const mpccl_sched_t *s = ex->task.sched;
     for (uint32_t i = 0; i < ex->n; i++) {
         const mpccl_step_t *st = &s->steps[i];
         if (st->kind == MPCCL_STEP_SEND)
-            ex->tags[i] = ((uint64_t)ex->rank << 40) | (send_seq[st->peer] + st->msg);
+            ex->tags[i] = mpccl_tag_seq(ex->rank, send_seq[st->peer] + st->msg);
         else if (st->kind == MPCCL_STEP_RECV)
-            ex->tags[i] = ((uint64_t)st->peer << 40) | (recv_seq[st->peer] + st->msg);
+            ex->tags[i] = mpccl_tag_seq(st->peer, recv_seq[st->peer] + st->msg);
     }
     for (uint32_t i = 0; i < ex->n; i++) {
         const mpccl_step_t *st = &s->steps[i];

@@ -1,6 +1,7 @@
 /* ncclPutSignal / ncclSignal / ncclWaitSignal after the argument checks:
- * dispatch to host communicators (UCX RMA) or GPU communicators (kernels on
- * the stream), and group semantics.
+ * dispatch through the communicator's executor (core/exec.h: host
+ * communicators over UCX RMA, GPU communicators with kernels on the stream),
+ * and group semantics of waits.
  *
  * Groups: puts and signals are issued when called (they never wait for a
  * peer, so issuing them early cannot deadlock, and one peer's operations keep
@@ -19,17 +20,6 @@
 #include "util/log.h"
 #include "onesided/onesided_win.h"
 
-/* ncclGroupEnd: completes the host puts the group left in flight. */
-static mpccl_status_t run_flush(void *arg)
-{
-    ncclComm_t comm = arg;
-    pthread_mutex_lock(&comm->win->wait_lock);
-    comm->win->flush_queued = 0;
-    mpccl_status_t st = mpccl_host_flush(comm);
-    pthread_mutex_unlock(&comm->win->wait_lock);
-    return st;
-}
-
 mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, size_t count, ncclDataType_t dt,
                                 int peer, ncclWindow_t handle, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
                                 cudaStream_t stream)
@@ -42,17 +32,7 @@ mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, s
     mpccl_log_set_rank(comm->rank);
     MPCCL_INFO(MPCCL_SUB_P2P, "%s: comm 0x%llx peer %d bytes %zu offset %zu sigIdx %d ctx %d", fn,
                (unsigned long long)comm->id, peer, bytes, offset, sig, ctx);
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu) return mpccl_gpu_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, stream);
-#else
-    (void)stream;
-#endif
-    if (mpccl_group_depth() == 0) return mpccl_host_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, 0);
-    if (!comm->win->flush_queued) {
-        MPCCL_CHECK(mpccl_group_defer_init(run_flush, comm));
-        comm->win->flush_queued = 1;
-    }
-    return mpccl_host_put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, 1);
+    return comm->exec->put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, stream);
 }
 
 typedef struct wait_batch {
@@ -64,12 +44,7 @@ typedef struct wait_batch {
 
 static mpccl_status_t run_wait(ncclComm_t comm, int n, const ncclWaitSignalDesc_t *d, cudaStream_t stream)
 {
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu) return mpccl_gpu_wait_signal(comm, n, d, stream);
-#else
-    (void)stream;
-#endif
-    return mpccl_host_wait_signal(comm, n, d);
+    return comm->exec->wait_signal(comm, n, d, stream);
 }
 
 /* Runs at ncclGroupEnd, maybe in a thread of its own (beside other deferred

@@ -418,3 +418,8 @@ mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitS
     return st;
 }
 
+
+void mpccl_gpu_win_stop(ncclComm_t comm)
+{
+    mpccl_os_remote_close(mpccl_gpu_os_remote(comm), comm->aborting);
+}

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "util/config.h"
+#include "core/group.h"
 #include "util/log.h"
 #include "onesided/onesided_win.h"
 
@@ -242,4 +243,56 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
         ws->expected[k] = want;
     }
     return MPCCL_OK;
+}
+
+/* ---- the host executor's one-sided hooks (lib/host/host_executor.c) ---- */
+
+/* ncclGroupEnd: completes the host puts the group left in flight. */
+static mpccl_status_t run_flush(void *arg)
+{
+    ncclComm_t comm = arg;
+    pthread_mutex_lock(&comm->win->wait_lock);
+    comm->win->flush_queued = 0;
+    mpccl_status_t st = mpccl_host_flush(comm);
+    pthread_mutex_unlock(&comm->win->wait_lock);
+    return st;
+}
+
+mpccl_status_t mpccl_host_put_signal_call(ncclComm_t comm, const void *src, size_t bytes, int peer,
+                                          struct mpccl_win *w, size_t offset, int sig, int ctx, cudaStream_t stream)
+{
+    (void)stream; /* host communicators have no stream */
+    if (mpccl_group_depth() == 0) return mpccl_host_put_signal(comm, src, bytes, peer, w, offset, sig, ctx, 0);
+    if (!comm->win->flush_queued) {
+        MPCCL_CHECK(mpccl_group_defer_init(run_flush, comm));
+        comm->win->flush_queued = 1;
+    }
+    return mpccl_host_put_signal(comm, src, bytes, peer, w, offset, sig, ctx, 1);
+}
+
+mpccl_status_t mpccl_host_wait_signal_call(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
+                                           cudaStream_t stream)
+{
+    (void)stream;
+    return mpccl_host_wait_signal(comm, ndesc, descs);
+}
+
+void mpccl_host_win_stop(ncclComm_t comm)
+{
+    /* Puts of a group that never ended: detached from their requests, which
+     * the transport's close then drops. */
+    if (comm->win && comm->transport) mpccl_host_drop(comm);
+}
+
+mpccl_status_t mpccl_host_reg_export(ncclComm_t comm, mpccl_reg_t *r)
+{
+    (void)comm;
+    return mpccl_ucx_mem_map(r->base, r->size, &r->mem);
+}
+
+void mpccl_host_reg_free(ncclComm_t comm, mpccl_reg_t *r)
+{
+    /* The UCX mapping goes in mpccl_reg_free, for every executor. */
+    (void)comm;
+    (void)r;
 }

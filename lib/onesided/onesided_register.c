@@ -11,11 +11,7 @@
 void mpccl_reg_free(ncclComm_t comm, mpccl_reg_t *r)
 {
     if (!r) return;
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu) mpccl_gpu_reg_free(comm, r);
-#else
-    (void)comm;
-#endif
+    comm->exec->reg_free(comm, r);
     mpccl_ucx_mem_unmap(&r->mem);
     r->magic = MPCCL_OBJ_DEAD;
     free(r);
@@ -32,11 +28,7 @@ mpccl_status_t mpccl_reg_register(ncclComm_t comm, void *buff, size_t size, void
     r->base = buff;
     r->size = size;
     mpccl_status_t st;
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu) MPCCL_CHECK_GOTO(mpccl_gpu_reg_export(comm, r), st, fail);
-    else
-#endif
-        MPCCL_CHECK_GOTO(mpccl_ucx_mem_map(buff, size, &r->mem), st, fail);
+    MPCCL_CHECK_GOTO(comm->exec->reg_export(comm, r), st, fail);
     pthread_mutex_lock(&ws->lock);
     r->next = ws->regs;
     ws->regs = r;

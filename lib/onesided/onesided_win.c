@@ -6,10 +6,6 @@
 
 #include "util/log.h"
 #include "onesided/onesided_win.h"
-#ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_launch.h"
-#include "onesided/onesided_remote.h"
-#endif
 
 mpccl_status_t mpccl_win_state(ncclComm_t comm, mpccl_win_state_t **out)
 {
@@ -153,29 +149,19 @@ int mpccl_reg_is_live(ncclComm_t comm, const void *h)
 
 static mpccl_status_t sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
 {
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu) return mpccl_gpu_sig_setup(comm, ws);
-#endif
-    return mpccl_host_sig_setup(comm, ws);
+    return comm->exec->sig_setup(comm, ws);
 }
 
 static mpccl_status_t win_setup(ncclComm_t comm, struct mpccl_win *w)
 {
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu) return mpccl_gpu_win_setup(comm, w);
-#endif
-    return mpccl_host_win_setup(comm, w);
+    return comm->exec->win_setup(comm, w);
 }
 
 static void win_free(ncclComm_t comm, struct mpccl_win *w)
 {
     if (!w) return;
     unpublish(w);
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu) mpccl_gpu_win_free(comm, w);
-    else
-#endif
-        mpccl_host_win_free(comm, w);
+    comm->exec->win_free(comm, w);
     free(w->peer_size);
     w->magic = MPCCL_OBJ_DEAD;
     free(w);
@@ -295,14 +281,10 @@ mpccl_status_t mpccl_win_deregister(ncclComm_t comm, ncclWindow_t h)
 void mpccl_win_release(ncclComm_t comm)
 {
     mpccl_win_state_t *ws = comm->win;
-#ifdef MPCCL_HAVE_CUDA
-    /* Deliveries from other nodes stop before their windows and counters go. */
-    if (comm->gpu) mpccl_os_remote_close(mpccl_gpu_os_remote(comm), comm->aborting);
-#endif
+    /* Deliveries from other nodes and puts of a group that never ended stop
+     * before their windows and counters go. */
+    comm->exec->win_stop(comm);
     if (!ws) return;
-    /* Puts of a group that never ended: detached from their requests, which
-     * the transport's close then drops. */
-    if (!comm->gpu && comm->transport) mpccl_host_drop(comm);
     while (ws->wins) {
         struct mpccl_win *w = ws->wins;
         ws->wins = w->next;
@@ -313,11 +295,7 @@ void mpccl_win_release(ncclComm_t comm)
         ws->regs = r->next;
         mpccl_reg_free(comm, r);
     }
-#ifdef MPCCL_HAVE_CUDA
-    if (comm->gpu) mpccl_gpu_sig_free(comm, ws);
-    else
-#endif
-        mpccl_host_sig_free(comm, ws);
+    comm->exec->sig_free(comm, ws);
     pthread_mutex_destroy(&ws->lock);
     pthread_mutex_destroy(&ws->wait_lock);
     free(ws);

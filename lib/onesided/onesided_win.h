@@ -153,6 +153,16 @@ mpccl_status_t mpccl_host_flush(ncclComm_t comm);
 /* Detaches and frees puts still in flight (communicator release). */
 void mpccl_host_drop(ncclComm_t comm);
 mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs);
+/* The host executor's hooks (core/exec.h): put/signal with group semantics
+ * (inside a group the put stays in flight until ncclGroupEnd), waits,
+ * dropping a group's puts at release, registrations mapped with UCX. */
+mpccl_status_t mpccl_host_put_signal_call(ncclComm_t comm, const void *src, size_t bytes, int peer,
+                                          struct mpccl_win *w, size_t offset, int sig, int ctx, cudaStream_t stream);
+mpccl_status_t mpccl_host_wait_signal_call(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
+                                           cudaStream_t stream);
+void mpccl_host_win_stop(ncclComm_t comm);
+mpccl_status_t mpccl_host_reg_export(ncclComm_t comm, mpccl_reg_t *r);
+void mpccl_host_reg_free(ncclComm_t comm, mpccl_reg_t *r);
 
 #ifdef MPCCL_HAVE_CUDA
 /* onesided_gpu.c: GPU communicators (peers on this node). */
@@ -176,6 +186,8 @@ mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t byt
                                     cudaStream_t stream);
 mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
                                      cudaStream_t stream);
+/* Before windows go: deliveries from other nodes stop (onesided_remote.c). */
+void mpccl_gpu_win_stop(ncclComm_t comm);
 /* onesided_register_gpu.c: exports r's allocation and, on communicators with flat
  * kernels, maps it into every peer process. */
 mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r);

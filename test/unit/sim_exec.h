@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "core/exec.h"
+#include "host/host_exec.h"
 
 typedef struct sim_world sim_world_t;
 

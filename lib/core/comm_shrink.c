@@ -1,0 +1,74 @@
+/* ncclCommShrink: the surviving ranks form a child without the excluded ones. */
+#include <stdlib.h>
+
+#include "core/comm_init.h"
+#include "core/group.h"
+#include "core/tags.h"
+#include "util/log.h"
+
+/* The excluded ranks may be dead, so nothing collective over the parent can
+ * be used: the lowest surviving rank makes the child's bootstrap id and sends
+ * it to every other survivor over the parent's transport (point to point,
+ * never touching an excluded rank); then the survivors join that bootstrap as
+ * ncclCommInitRank does, in parent order.  The tag is reserved: the proxy's
+ * tag space with a CTA index no launch uses (core/tags.h). */
+
+static mpccl_status_t wait_req(mpccl_transport_t *t, mpccl_req_t *req)
+{
+    while (!req->done)
+        if (t->ops->progress(t) == 0) t->ops->idle(t);
+    return req->status;
+}
+
+static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
+{
+    ncclComm_t parent = job->parent;
+    mpccl_transport_t *t = parent->transport;
+    if (t == NULL)
+        return mpccl_fail(MPCCL_ERR_USAGE, "ncclCommShrink: the parent communicator was finalized (its transport "
+                          "is closed)");
+    int root = job->survivors[0];
+    mpccl_status_t st = MPCCL_OK;
+    if (parent->rank == root) {
+        MPCCL_CHECK(mpccl_socket_get_unique_id(job->id.internal));
+        for (int i = 1; i < job->nranks && st == MPCCL_OK; i++) {
+            mpccl_req_t req = {0};
+            st = t->ops->isend(t, job->survivors[i], mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);
+            if (st == MPCCL_OK) st = wait_req(t, &req);
+        }
+    } else {
+        mpccl_req_t req = {0};
+        st = t->ops->irecv(t, root, mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);
+        if (st == MPCCL_OK) st = wait_req(t, &req);
+    }
+    return st;
+}
+
+static mpccl_status_t init_shrink(void *arg)
+{
+    mpccl_init_job_t *job = arg;
+    mpccl_bootstrap_t bs = {0};
+    mpccl_log_set_rank(job->rank);
+    mpccl_status_t st = shrink_share_id(job);
+    if (st == MPCCL_OK) st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
+    if (st == MPCCL_OK)
+        MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: parent rank %d -> rank %d of %d", job->parent->rank, job->rank,
+                   job->nranks);
+    free(job->survivors);
+    job->survivors = NULL;
+    return mpccl_init_job_finish(job, &bs, st);
+}
+
+mpccl_status_t mpccl_comm_shrink(const char *fn, ncclComm_t parent, int *survivors, int count, int newrank,
+                                 const ncclConfig_t *config, ncclComm_t *slot)
+{
+    mpccl_init_job_t *job = mpccl_init_job_new(slot, config, newrank, count);
+    if (!job) {
+        free(survivors);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    }
+    job->cuda_dev = parent->cuda_dev;
+    job->parent = parent;
+    job->survivors = survivors;
+    return mpccl_group_defer_init(init_shrink, job);
+}

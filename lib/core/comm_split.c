@@ -1,0 +1,78 @@
+/* ncclCommSplit: ranks of one color form a child, ordered by key. */
+#include <stdlib.h>
+
+#include "core/comm_init.h"
+#include "core/group.h"
+#include "util/log.h"
+
+typedef struct split_entry {
+    int color, key, rank;
+} split_entry_t;
+
+/* New rank order inside a color: by key, then by parent rank (NCCL's rule). */
+static int split_cmp(const void *a, const void *b)
+{
+    const split_entry_t *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->rank < y->rank ? -1 : (x->rank > y->rank);
+}
+
+static mpccl_status_t init_split(void *arg)
+{
+    mpccl_init_job_t *job = arg;
+    ncclComm_t parent = job->parent;
+    int n = parent->nranks, me = parent->rank;
+    mpccl_status_t st;
+    mpccl_bootstrap_t bs = {0};
+    split_entry_t *all = calloc((size_t)n, sizeof(*all)), *mine = calloc((size_t)n, sizeof(*mine));
+    ncclUniqueId *ids = calloc((size_t)n, sizeof(*ids));
+    mpccl_log_set_rank(me);
+    if (!all || !mine || !ids) {
+        st = mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommSplit: out of memory for %d ranks", n);
+        goto done;
+    }
+    all[me] = (split_entry_t){job->color, job->key, me};
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&parent->bs, all, sizeof(*all)), st, done);
+    int count = 0, newrank = -1;
+    for (int r = 0; r < n; r++)
+        if (job->color != NCCL_SPLIT_NOCOLOR && all[r].color == job->color) mine[count++] = all[r];
+    qsort(mine, (size_t)count, sizeof(*mine), split_cmp);
+    for (int i = 0; i < count; i++)
+        if (mine[i].rank == me) newrank = i;
+    /* The new rank 0 of each color creates the child's bootstrap root; a second
+     * allgather over the parent tells its members the id.  Children are then
+     * independent of the parent (either may be destroyed first). */
+    if (newrank == 0) MPCCL_CHECK_GOTO(mpccl_socket_get_unique_id(ids[me].internal), st, done);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&parent->bs, ids, sizeof(*ids)), st, done);
+    if (job->color == NCCL_SPLIT_NOCOLOR) {
+        mpccl_comm_release(job->comm, 1);
+        *job->user_slot = NULL;
+        free(job);
+        job = NULL;
+        st = MPCCL_OK;
+        goto done;
+    }
+    job->rank = newrank;
+    job->nranks = count;
+    mpccl_log_set_rank(newrank);
+    st = mpccl_socket_bootstrap_create(ids[mine[0].rank].internal, newrank, count, &bs);
+    MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommSplit: parent rank %d color %d key %d -> rank %d of %d", me, all[me].color,
+               job->key, newrank, count);
+done:
+    free(all);
+    free(mine);
+    free(ids);
+    return job ? mpccl_init_job_finish(job, &bs, st) : st;
+}
+
+mpccl_status_t mpccl_comm_split(const char *fn, ncclComm_t parent, int color, int key, const ncclConfig_t *config,
+                                ncclComm_t *slot)
+{
+    mpccl_init_job_t *job = mpccl_init_job_new(slot, config, parent->rank, parent->nranks);
+    if (!job) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    job->cuda_dev = parent->cuda_dev; /* a child lives on its parent's device */
+    job->parent = parent;
+    job->color = color;
+    job->key = key;
+    return mpccl_group_defer_init(init_split, job);
+}

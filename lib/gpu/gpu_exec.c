@@ -1,0 +1,184 @@
+/* The GPU executor: its table (core/exec.h), and how a group's GPU calls
+ * become launches.  Built in every build: without CUDA there is no GPU
+ * executor (mpccl_gpu_executor returns NULL). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "core/exec.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include "algo/algo_p2p_schedule.h"
+#include "core/group.h"
+#include "gpu/gpu_cuda_rt.h"
+#include "gpu/gpu_launch.h"
+#include "onesided/onesided_win.h"
+#include "util/log.h"
+
+/* A communicator's p2p calls of a group: one launch when its call table holds
+ * them, else launches cut so that none waits for a later one on another rank
+ * (algo_p2p_schedule.h). */
+static mpccl_status_t launch_p2p_calls(ncclComm_t comm, mpccl_call_t **p2p, int np)
+{
+    enum { TABLE = MPCCL_ENGINE_MAX_BUFS - 3 };
+    if (np <= TABLE) return mpccl_gpu_launch_p2p(p2p, np);
+    mpccl_p2p_call_ref_t *refs = malloc((size_t)np * sizeof(*refs));
+    int *order = malloc((size_t)np * sizeof(*order));
+    uint64_t *key = malloc((size_t)np * sizeof(*key));
+    mpccl_call_t **batch = malloc((size_t)TABLE * sizeof(*batch));
+    mpccl_status_t st = MPCCL_OK;
+    int launches = -1;
+    if (refs && order && key && batch) {
+        for (int i = 0; i < np; i++) {
+            refs[i].peer = p2p[i]->desc.root;
+            refs[i].send = p2p[i]->desc.coll == MPCCL_COLL_SEND;
+        }
+        launches = mpccl_p2p_schedule(comm->rank, comm->nranks, refs, np, TABLE, order, key);
+    }
+    if (launches < 0) st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory scheduling a group of %d send/recv calls", np);
+    else
+        MPCCL_INFO(MPCCL_SUB_P2P, "group of %d send/recv calls on rank %d: %d launches", np, comm->rank, launches);
+    for (int i = 0; i < np && st == MPCCL_OK;) {
+        int m = 0;
+        for (uint64_t k = key[i]; i < np && key[i] == k; i++) batch[m++] = p2p[order[i]];
+        st = mpccl_gpu_launch_p2p(batch, m);
+    }
+    free(refs);
+    free(order);
+    free(key);
+    free(batch);
+    return st;
+}
+/* GPU calls only enqueue work on their streams.  Per communicator (in order of
+ * first appearance): its collectives in program order, then its p2p calls as one
+ * launch.  Every rank must put messages into a pair's channels in the same order,
+ * and NCCL lets ranks order a group's p2p and collectives differently, so the
+ * order is made canonical (NCCL gives no order inside a group either). */
+static mpccl_status_t gpu_run_group(mpccl_call_t *ops)
+{
+    mpccl_status_t st = MPCCL_OK;
+    int n = 0;
+    for (mpccl_call_t *op = ops; op; op = op->next) n++;
+    /* groups of up to SMALL_GROUP calls (nearly all) allocate nothing */
+    enum { SMALL_GROUP = 64 };
+    mpccl_call_t *p2p_small[SMALL_GROUP];
+    char done_small[SMALL_GROUP];
+    int small = n <= SMALL_GROUP;
+    mpccl_call_t **p2p = small ? p2p_small : calloc((size_t)n, sizeof(*p2p));
+    char *done = small ? memset(done_small, 0, sizeof(done_small)) : calloc((size_t)n, 1);
+    if (!p2p || !done) {
+        if (!small) {
+            free(p2p);
+            free(done);
+        }
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory launching a group of %d calls", n);
+    }
+    int i = 0;
+    for (mpccl_call_t *first = ops; first && st == MPCCL_OK; first = first->next, i++) {
+        if (done[i]) continue;
+        ncclComm_t comm = first->comm;
+        int np = 0, j = i;
+        for (mpccl_call_t *op = first; op && st == MPCCL_OK; op = op->next, j++) {
+            if (op->comm != comm) continue;
+            done[j] = 1;
+            if (op->is_p2p) p2p[np++] = op;
+            else st = mpccl_gpu_launch(op);
+        }
+        if (np > 0 && st == MPCCL_OK) st = launch_p2p_calls(comm, p2p, np);
+        if (st != MPCCL_OK) mpccl_comm_fail(comm, st);
+    }
+    if (!small) {
+        free(p2p);
+        free(done);
+    }
+    return st;
+}
+
+static mpccl_status_t gpu_enter_device(int cuda_dev)
+{
+    cudaError_t e = cudaSetDevice(cuda_dev);
+    return e == cudaSuccess ? MPCCL_OK : mpccl_cuda_error(e, "cudaSetDevice(communicator's device)");
+}
+
+/* Peer stores within a node; between nodes only over the proxy's one-sided
+ * channel. */
+static int gpu_rma_reaches_all(ncclComm_t comm)
+{
+    return comm->topo.nnodes == 1 || mpccl_gpu_os_remote(comm) != NULL;
+}
+
+static mpccl_status_t gpu_can_shrink(ncclComm_t comm, const char *fn, int abort)
+{
+    if (abort)
+        return mpccl_fail(MPCCL_ERR_USAGE,
+                          "%s: NCCL_SHRINK_ABORT on a GPU communicator: stopping kernels that wait for a failed "
+                          "peer is not supported yet (ncclCommAbort the parent instead)",
+                          fn);
+    /* Spanning nodes always has the proxy attached (mpccl_gpu_setup). */
+    if (mpccl_gpu_proxy(comm) != NULL)
+        return mpccl_fail(MPCCL_ERR_USAGE,
+                          "%s: a GPU communicator with peers served by the proxy thread (on other nodes, or, once a "
+                          "window was registered, on this node without P2P) cannot be shrunk yet: the proxy drives "
+                          "its transport, which the survivors' rendezvous would race",
+                          fn);
+    return MPCCL_OK;
+}
+
+/* A GPU communicator's memory (mapped by its peers, possibly held by
+ * captured graphs) cannot be released and restored yet. */
+static mpccl_status_t gpu_can_suspend(ncclComm_t comm, const char *fn)
+{
+    (void)comm;
+    return mpccl_fail(MPCCL_ERR_USAGE,
+                      "%s: releasing a GPU communicator's memory is not supported yet (its peers map it; captured "
+                      "graphs may hold it)",
+                      fn);
+}
+
+/* launch and launch_p2p lead straight to the launch code (gpu_launch.c). */
+static const mpccl_executor_t gpu_executor = {
+    .name = "gpu",
+    .memory = "device",
+    .current_device = mpccl_cuda_current_device,
+    .enter_device = gpu_enter_device,
+    .setup = mpccl_gpu_setup,
+    .finalize = mpccl_gpu_finalize,
+    .release = mpccl_gpu_release,
+    .mem_bytes = mpccl_gpu_mem_bytes,
+    .check_buffers = mpccl_gpu_check_buffers,
+    .plans_at_call = 0,
+    .on_streams = 1,
+    .launch = mpccl_gpu_launch,
+    .launch_p2p = mpccl_gpu_launch_p2p,
+    .run_group = gpu_run_group,
+    .takes_flat = mpccl_gpu_takes_flat,
+    .sig_setup = mpccl_gpu_sig_setup,
+    .sig_free = mpccl_gpu_sig_free,
+    .win_setup = mpccl_gpu_win_setup,
+    .win_free = mpccl_gpu_win_free,
+    .win_stop = mpccl_gpu_win_stop,
+    .reg_export = mpccl_gpu_reg_export,
+    .reg_free = mpccl_gpu_reg_free,
+    .put_signal = mpccl_gpu_put_signal,
+    .wait_signal = mpccl_gpu_wait_signal,
+    .rma_reaches_all = gpu_rma_reaches_all,
+    .device_api = 1,
+    .abort = mpccl_gpu_abort,
+    .revoke = mpccl_gpu_revoke,
+    .can_shrink = gpu_can_shrink,
+    .can_suspend = gpu_can_suspend,
+};
+
+const mpccl_executor_t *mpccl_gpu_executor(void)
+{
+    return &gpu_executor;
+}
+
+#else
+
+const mpccl_executor_t *mpccl_gpu_executor(void)
+{
+    return NULL;
+}
+
+#endif

@@ -1,0 +1,24 @@
+/* The host schedule engine: runs one rank's schedule over a transport, without
+ * blocking: the caller drives mpccl_exec_progress (a group progresses all its
+ * tasks of all communicators in one loop, so ranks in one thread cannot
+ * deadlock). */
+#ifndef MPCCL_HOST_EXEC_H
+#define MPCCL_HOST_EXEC_H
+
+#include "core/exec.h"
+#include "core/transport.h"
+
+typedef struct mpccl_exec mpccl_exec_t;
+
+/* Tags (core/tags.h): a message to peer p carries mpccl_tag_seq(rank,
+ * send_seq[p] + step.msg); the counters (nranks entries each, owned by the
+ * communicator) advance by the number of messages the schedule exchanges with
+ * each peer, so consecutive tasks and p2p calls match in program order. */
+mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, int rank,
+                                uint64_t *send_seq, uint64_t *recv_seq, mpccl_exec_t **out);
+/* Posts whatever became ready and checks completions; never blocks.  *done = 1 once
+ * every step finished.  An error stops the task (in-flight requests cancelled). */
+mpccl_status_t mpccl_exec_progress(mpccl_exec_t *ex, int *done);
+void mpccl_exec_free(mpccl_exec_t *ex);
+
+#endif

@@ -1,0 +1,247 @@
+/* The host executor: calls on host memory run as schedules (host_exec.c) over
+ * the communicator's transport and complete before the API call returns.  A
+ * group's calls of every host communicator progress in one loop, so ranks
+ * driven by one thread cannot deadlock. */
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/group.h"
+#include "host/host_exec.h"
+#include "onesided/onesided_win.h"
+#include "util/config.h"
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static mpccl_status_t start_op(mpccl_call_t *op)
+{
+    ncclComm_t c = op->comm;
+    uint64_t *sseq = op->is_p2p ? c->p2p_send_seq : c->coll_send_seq;
+    uint64_t *rseq = op->is_p2p ? c->p2p_recv_seq : c->coll_recv_seq;
+    op->started = 1;
+    return mpccl_exec_start(&op->task, c->transport, c->rank, sseq, rseq, &op->run);
+}
+
+static int op_can_start(const mpccl_call_t *op)
+{
+    /* Collectives of one communicator run in program order (a later one may read
+     * what an earlier one wrote); p2p calls of a group all run at once. */
+    return op->is_p2p || op->prev_coll == NULL || op->prev_coll->done;
+}
+
+/* Progresses every op of the list until all are done or one fails. */
+static mpccl_status_t run_ops(mpccl_call_t *ops)
+{
+    mpccl_status_t st = MPCCL_OK;
+    int64_t timeout = mpccl_config_int("OP_TIMEOUT");
+    double start = timeout > 0 ? now_seconds() : 0;
+    unsigned idle_passes = 0;
+    for (;;) {
+        int pending = 0, events = 0;
+        mpccl_transport_t *idle_on = NULL;
+        for (mpccl_call_t *op = ops; op; op = op->next) {
+            if (op->done) continue;
+            if (!op->started) {
+                if (!op_can_start(op)) {
+                    pending++;
+                    continue;
+                }
+                st = start_op(op);
+                if (st != MPCCL_OK) {
+                    mpccl_comm_fail(op->comm, st);
+                    return st;
+                }
+                events++;
+            }
+            if (op->comm->transport) {
+                events += op->comm->transport->ops->progress(op->comm->transport);
+                idle_on = op->comm->transport;
+            }
+            int done = 0;
+            st = mpccl_exec_progress(op->run, &done);
+            if (st != MPCCL_OK) {
+                mpccl_comm_fail(op->comm, st);
+                return st;
+            }
+            if (done) {
+                op->done = 1;
+                events++;
+            } else {
+                pending++;
+            }
+        }
+        if (!pending) return MPCCL_OK;
+        if (events) {
+            idle_passes = 0;
+            continue;
+        }
+        /* Ranks oversubscribe cores in tests: give the CPU away while waiting. */
+        if (++idle_passes > 16) {
+            if (idle_on) idle_on->ops->idle(idle_on);
+            else sched_yield();
+        }
+        if (timeout > 0 && now_seconds() - start > (double)timeout) {
+            for (mpccl_call_t *op = ops; op; op = op->next)
+                if (!op->done) mpccl_comm_fail(op->comm, MPCCL_ERR_REMOTE);
+            return mpccl_fail(MPCCL_ERR_REMOTE,
+                              "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
+                              "participating (it called a different collective, or died)",
+                              (long long)timeout);
+        }
+    }
+}
+
+/* Links each collective to the previous collective of its communicator. */
+static void link_collectives(mpccl_call_t *ops)
+{
+    for (mpccl_call_t *op = ops; op; op = op->next) {
+        if (op->is_p2p) continue;
+        for (mpccl_call_t *q = op->next; q; q = q->next)
+            if (q->comm == op->comm && !q->is_p2p) {
+                q->prev_coll = op;
+                break;
+            }
+    }
+}
+
+/* Runs a list of calls to completion; the caller frees them. */
+static mpccl_status_t host_run_group(mpccl_call_t *ops)
+{
+    link_collectives(ops);
+    mpccl_status_t st = run_ops(ops);
+    for (mpccl_call_t *op = ops; op; op = op->next) {
+        if (op->run) mpccl_exec_free(op->run);
+        op->run = NULL;
+    }
+    return st;
+}
+
+/* Calls outside a group go through run_group (on_streams = 0): these two are
+ * the same run for a caller holding a list. */
+static mpccl_status_t host_launch(mpccl_call_t *call)
+{
+    call->next = NULL;
+    return host_run_group(call);
+}
+
+static mpccl_status_t host_launch_p2p(mpccl_call_t **calls, int n)
+{
+    for (int i = 0; i < n; i++) calls[i]->next = i + 1 < n ? calls[i + 1] : NULL;
+    return n > 0 ? host_run_group(calls[0]) : MPCCL_OK;
+}
+
+static int host_current_device(void)
+{
+    return -1;
+}
+
+static mpccl_status_t host_enter_device(int cuda_dev)
+{
+    (void)cuda_dev;
+    return MPCCL_OK;
+}
+
+/* The transport, topology and counters the core builds are all a host
+ * communicator needs. */
+static mpccl_status_t host_setup(ncclComm_t comm)
+{
+    (void)comm;
+    return MPCCL_OK;
+}
+
+static void host_comm_noop(ncclComm_t comm)
+{
+    (void)comm;
+}
+
+static void host_release(ncclComm_t comm, int force)
+{
+    (void)comm;
+    (void)force;
+}
+
+static uint64_t host_mem_bytes(ncclComm_t comm)
+{
+    (void)comm;
+    return 0; /* no GPU memory */
+}
+
+/* Host pointers cannot be checked further than the argument checks did. */
+static mpccl_status_t host_check_buffers(const char *fn, ncclComm_t comm, mpccl_coll_t coll, const void *in,
+                                         const void *out, size_t count, ncclDataType_t dt, int root)
+{
+    (void)fn, (void)comm, (void)coll, (void)in, (void)out, (void)count, (void)dt, (void)root;
+    return MPCCL_OK;
+}
+
+static int host_rma_reaches_all(ncclComm_t comm)
+{
+    (void)comm;
+    return 1; /* UCX RMA to every peer */
+}
+
+static int host_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)
+{
+    (void)comm, (void)d;
+    return 0;
+}
+
+/* A call returns when its data is complete, so nothing is in flight to stop:
+ * a revoked communicator stops taking work and keeps its transport for
+ * ncclCommShrink; shrinking and suspending need nothing of the executor (a
+ * host communicator holds no GPU memory). */
+static mpccl_status_t host_revoke(ncclComm_t comm, const char *fn)
+{
+    (void)comm, (void)fn;
+    return MPCCL_OK;
+}
+
+static mpccl_status_t host_can_shrink(ncclComm_t comm, const char *fn, int abort)
+{
+    (void)comm, (void)fn, (void)abort;
+    return MPCCL_OK;
+}
+
+static mpccl_status_t host_can_suspend(ncclComm_t comm, const char *fn)
+{
+    (void)comm, (void)fn;
+    return MPCCL_OK;
+}
+
+const mpccl_executor_t mpccl_host_executor = {
+    .name = "host",
+    .memory = "host",
+    .current_device = host_current_device,
+    .enter_device = host_enter_device,
+    .setup = host_setup,
+    .finalize = host_comm_noop,
+    .release = host_release,
+    .mem_bytes = host_mem_bytes,
+    .check_buffers = host_check_buffers,
+    .plans_at_call = 1,
+    .on_streams = 0,
+    .launch = host_launch,
+    .launch_p2p = host_launch_p2p,
+    .run_group = host_run_group,
+    .takes_flat = host_takes_flat,
+    .sig_setup = mpccl_host_sig_setup,
+    .sig_free = mpccl_host_sig_free,
+    .win_setup = mpccl_host_win_setup,
+    .win_free = mpccl_host_win_free,
+    .win_stop = mpccl_host_win_stop,
+    .reg_export = mpccl_host_reg_export,
+    .reg_free = mpccl_host_reg_free,
+    .put_signal = mpccl_host_put_signal_call,
+    .wait_signal = mpccl_host_wait_signal_call,
+    .rma_reaches_all = host_rma_reaches_all,
+    .device_api = 0,
+    .abort = host_comm_noop,
+    .revoke = host_revoke,
+    .can_shrink = host_can_shrink,
+    .can_suspend = host_can_suspend,
+};
