@@ -7,6 +7,7 @@
 #include "api/api.h"
 #include "api/api_check.h"
 #include "core/comm.h"
+#include "core/comm_fail.h"
 #include "core/group.h"
 #include "util/log.h"
 #include "mpccl.h"
@@ -447,8 +448,9 @@ MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUni
 /* ---- revoke ---- */
 
 /* Host communicators: a call returns when its data is complete, so nothing is
- * in flight to stop; the communicator stops taking work and keeps its
- * transport for ncclCommShrink.  GPU communicators: launched kernels cannot
+ * in flight here; the communicator stops taking work, keeps its transport for
+ * ncclCommShrink, and tells every other live rank (the revoke message of
+ * comm_fail.c), whose calls on it then fail with ncclRemoteError.  GPU communicators: launched kernels cannot
  * be stopped yet (the flat kernels have no abort word), so it is refused
  * rather than pretending. */
 MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
@@ -465,6 +467,7 @@ MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
                         fn);
     if (st == MPCCL_OK) {
         comm->revoked = 1;
+        mpccl_comm_send_revoke(comm);
         MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d revoked", (unsigned long long)comm->id, comm->rank);
     }
     return mpccl_result(st);
@@ -538,10 +541,18 @@ MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t sta
  * tag space with a CTA index no launch uses. */
 #define SHRINK_TAG(sender) (((uint64_t)(sender) << 40) | (3ULL << 38) | (0xffULL << 30) | 0x3fffffffULL)
 
-static mpccl_status_t wait_req(mpccl_transport_t *t, mpccl_req_t *req)
+/* Waits for req, exchanged with peer; gives up when peer dies meanwhile. */
+static mpccl_status_t wait_req(ncclComm_t comm, int peer, mpccl_req_t *req)
 {
-    while (!req->done)
+    mpccl_transport_t *t = comm->transport;
+    while (!req->done) {
+        if (mpccl_comm_peer_dead(comm, peer)) {
+            t->ops->cancel(t, req);
+            return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: rank %d died during the shrink (exclude it too)",
+                              peer);
+        }
         if (t->ops->progress(t) == 0) t->ops->idle(t);
+    }
     return req->status;
 }
 
@@ -559,12 +570,12 @@ static mpccl_status_t shrink_share_id(init_job_t *job)
         for (int i = 1; i < job->nranks && st == MPCCL_OK; i++) {
             mpccl_req_t req = {0};
             st = t->ops->isend(t, job->survivors[i], SHRINK_TAG(root), &job->id, sizeof(job->id), &req);
-            if (st == MPCCL_OK) st = wait_req(t, &req);
+            if (st == MPCCL_OK) st = wait_req(parent, job->survivors[i], &req);
         }
     } else {
         mpccl_req_t req = {0};
         st = t->ops->irecv(t, root, SHRINK_TAG(root), &job->id, sizeof(job->id), &req);
-        if (st == MPCCL_OK) st = wait_req(t, &req);
+        if (st == MPCCL_OK) st = wait_req(parent, root, &req);
     }
     return st;
 }
@@ -655,6 +666,9 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
     job->cuda_dev = comm->cuda_dev;
     job->parent = comm;
     job->survivors = survivors;
+    /* A survivor may still wait in a call for a rank that is gone: the revoke
+     * ends it, so that it reaches this shrink too. */
+    if (shrinkFlags == NCCL_SHRINK_ABORT && !comm->gpu) mpccl_comm_send_revoke(comm);
     return mpccl_result(mpccl_group_defer_init(init_shrink, job));
 }
 

@@ -6,6 +6,7 @@
 
 #include "build_config.h"
 #include "core/comm.h"
+#include "core/comm_fail.h"
 #include "devapi/devapi_comm.h"
 #include "util/log.h"
 #include "core/topo.h"
@@ -116,8 +117,13 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     MPCCL_CHECK_GOTO(alloc_seq(&comm->coll_recv_seq, comm->nranks, 0), st, out);
     MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_send_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
     MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_recv_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
-    /* Even one rank needs the transport: ncclSend/ncclRecv to itself. */
-    MPCCL_CHECK_GOTO(mpccl_ucx_transport_create(&comm->bs, &comm->transport), st, out);
+    /* Even one rank needs the transport: ncclSend/ncclRecv to itself.  Peers
+     * of this machine are watched (comm_fail.c), so UCX may use shared memory
+     * to them. */
+    MPCCL_CHECK_GOTO(mpccl_comm_fail_setup(comm), st, out);
+    MPCCL_CHECK_GOTO(mpccl_ucx_transport_create_local(&comm->bs, mpccl_comm_same_machine(comm), &comm->transport),
+                     st, out);
+    mpccl_comm_fail_attach(comm);
     MPCCL_CHECK_GOTO(agree_on_device(comm, cuda_dev), st, out);
 #ifdef MPCCL_HAVE_CUDA
     if (comm->cuda_dev >= 0) MPCCL_CHECK_GOTO(mpccl_gpu_setup(comm), st, out);
@@ -138,6 +144,7 @@ out:
 void mpccl_comm_release(ncclComm_t comm, int force)
 {
     if (!comm) return;
+    mpccl_comm_fail_release(comm); /* first: no failure reported on comm from here */
     mpccl_devcomm_release_all(comm);
     mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
 #ifdef MPCCL_HAVE_CUDA

@@ -60,6 +60,7 @@ struct ncclComm {
     int revoked;                   /* ncclCommRevoke: only shrink, queries and teardown remain */
     int suspended;                 /* ncclCommSuspend until ncclCommResume */
     struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devapi_comm.c) */
+    struct mpccl_fail_state *fail;  /* failure state, peers, revoke (comm_fail.c); NULL before setup */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
     pthread_mutex_t redop_lock;

@@ -1,6 +1,7 @@
 /* Group collection and the progress loop that runs a group's operations. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -8,6 +9,7 @@
 #include "build_config.h"
 #include "util/config.h"
 #include "core/group.h"
+#include "core/comm_fail.h"
 #include "algo/algo_p2p_schedule.h"
 #include "core/estimate.h"
 #include "util/log.h"
@@ -97,6 +99,12 @@ static int op_can_start(const mpccl_call_t *op)
 
 static void fail_comm(ncclComm_t comm, mpccl_status_t st)
 {
+    /* A peer or the network failed: the communicator is unusable; every rank
+     * learns it (comm_fail.c). */
+    if (st == MPCCL_ERR_REMOTE) {
+        mpccl_comm_fail(comm, ncclRemoteError, "%s", mpccl_last_error());
+        return;
+    }
     if (comm->async_error == ncclSuccess) {
         switch (st) {
         case MPCCL_ERR_REMOTE: comm->async_error = ncclRemoteError; break;
@@ -106,6 +114,27 @@ static void fail_comm(ncclComm_t comm, mpccl_status_t st)
         }
     }
 }
+
+/* ---- failures (comm_fail.c) ---- */
+
+/* A failed communicator's call stops: its peers are told (revoke), and the
+ * error returned names the failure and the call. */
+static mpccl_status_t stop_failed(mpccl_call_t *ops, mpccl_status_t st)
+{
+    ncclComm_t failed = NULL;
+    const mpccl_call_t *what = NULL;
+    for (mpccl_call_t *op = ops; op; op = op->next)
+        if (mpccl_comm_failed(op->comm)) {
+            if (!op->comm->gpu) mpccl_comm_send_revoke(op->comm);
+            if (!failed) failed = op->comm, what = op;
+        }
+    if (!failed) return st;
+    char fn[64];
+    snprintf(fn, sizeof(fn), "%s (%s)", mpccl_coll_name(what->desc.coll), ops->next ? "in a group" : "alone");
+    return mpccl_comm_fail_report(failed, fn);
+}
+
+/* ---- the host progress loop ---- */
 
 /* Progresses every op of the list until all are done or one fails. */
 static mpccl_status_t run_ops(mpccl_call_t *ops)
@@ -127,7 +156,7 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
                 st = start_op(op);
                 if (st != MPCCL_OK) {
                     fail_comm(op->comm, st);
-                    return st;
+                    return stop_failed(ops, st);
                 }
                 events++;
             }
@@ -137,9 +166,10 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
             }
             int done = 0;
             st = mpccl_exec_progress(op->exec, &done);
+            if (st == MPCCL_OK && !done && mpccl_comm_failed(op->comm)) st = MPCCL_ERR_REMOTE;
             if (st != MPCCL_OK) {
                 fail_comm(op->comm, st);
-                return st;
+                return stop_failed(ops, st);
             }
             if (done) {
                 op->done = 1;
@@ -159,12 +189,13 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
             else sched_yield();
         }
         if (timeout > 0 && now_seconds() - start > (double)timeout) {
+            st = mpccl_fail(MPCCL_ERR_REMOTE,
+                            "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
+                            "participating (it called a different collective, or died)",
+                            (long long)timeout);
             for (mpccl_call_t *op = ops; op; op = op->next)
                 if (!op->done) fail_comm(op->comm, MPCCL_ERR_REMOTE);
-            return mpccl_fail(MPCCL_ERR_REMOTE,
-                              "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
-                              "participating (it called a different collective, or died)",
-                              (long long)timeout);
+            return stop_failed(ops, st);
         }
     }
 }
@@ -431,6 +462,8 @@ mpccl_status_t mpccl_group_simulate_end(double *seconds)
 
 void mpccl_group_discard_comm(ncclComm_t comm)
 {
-    (void)comm;
-    if (group_depth > 0 && group_error == MPCCL_OK) group_error = MPCCL_ERR_ARG;
+    /* A failed communicator's calls are refused with ncclRemoteError (comm_fail.c). */
+    if (group_depth > 0 && group_error == MPCCL_OK)
+        group_error = comm && comm->magic == MPCCL_COMM_MAGIC && mpccl_comm_failed(comm) ? MPCCL_ERR_REMOTE
+                                                                                         : MPCCL_ERR_ARG;
 }
