@@ -3,9 +3,9 @@
  * communicator.  Host communicators, one machine.
  *
  * The ranks are forked by this program, not started by mpirun: mpirun ends the
- * whole job when one process dies of a signal.  The parent makes the unique id
- * (its bootstrap root serves the children), forks the ranks and waits for them
- * with a deadline, so a hang fails the run instead of blocking it.
+ * whole job when one process dies of a signal.  The parent forks the ranks and
+ * waits for them with a deadline, so a hang fails the run instead of blocking
+ * it; rank 0 makes the unique id and hands it over through shared memory.
  *
  *   test_fault [-n 3,4,8] [-c all|allreduce,...] [-w before,during] [-r REPS] [-b SECONDS] [-i]
  *
@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -51,6 +52,29 @@ static double cpu_s(void)
 }
 
 static float *sendbuf, *recvbuf;
+/* Shared by the ranks of a scenario (mapped before fork): the unique id rank 0
+ * makes (the parent must not: forking while its bootstrap root thread holds a
+ * lock would deadlock a child), and how many finished the warm-up (the victim
+ * dies only once all did, else a survivor's warm-up would be what fails). */
+typedef struct {
+    int warm;
+    int id_ready;
+    ncclUniqueId id;
+} shared_t;
+static shared_t *shared;
+
+/* Rank 0 makes the id; the others wait for it (bounded). */
+static int get_id(int rank, ncclUniqueId *id)
+{
+    if (rank == 0) {
+        if (ncclGetUniqueId(&shared->id) != ncclSuccess) return -1;
+        __atomic_store_n(&shared->id_ready, 1, __ATOMIC_RELEASE);
+    }
+    for (int i = 0; i < 20000 && !__atomic_load_n(&shared->id_ready, __ATOMIC_ACQUIRE); i++) usleep(1000);
+    if (!__atomic_load_n(&shared->id_ready, __ATOMIC_ACQUIRE)) return -1;
+    *id = shared->id;
+    return 0;
+}
 
 /* One call of collective c on comm of n ranks (buffers sized for n). */
 static ncclResult_t run_coll(int c, ncclComm_t comm, int rank, int n)
@@ -105,9 +129,14 @@ static void *killer(void *arg)
 }
 
 /* One rank of a scenario; the exit status tells the parent how it went. */
-static int rank_main(ncclUniqueId id, int n, int rank, int c, int during, double bound)
+static int rank_main(int n, int rank, int c, int during, double bound)
 {
     ncclComm_t comm;
+    ncclUniqueId id;
+    if (get_id(rank, &id)) {
+        fprintf(stderr, "rank %d: no unique id: %s\n", rank, ncclGetLastError(NULL));
+        return 2;
+    }
     int victim = n - 1;
     size_t elems = (size_t)COUNT * (size_t)n * 2;
     sendbuf = malloc(elems * sizeof(float));
@@ -119,7 +148,9 @@ static int rank_main(ncclUniqueId id, int n, int rank, int c, int during, double
         return 2;
     }
     if (comm_works(comm, n, "warm-up", rank)) return 3;
+    __atomic_add_fetch(&shared->warm, 1, __ATOMIC_SEQ_CST);
     if (rank == victim) {
+        while (__atomic_load_n(&shared->warm, __ATOMIC_SEQ_CST) < n) usleep(1000);
         if (!during) raise(SIGKILL);
         pthread_t th;
         kill_delay = 0.002 + 0.001 * (double)(getpid() % 20);
@@ -148,9 +179,12 @@ static int rank_main(ncclUniqueId id, int n, int rank, int c, int during, double
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
     const char *msg = ncclGetLastError(comm);
-    if (async != ncclRemoteError || (!strstr(msg, "died") && !strstr(msg, "revoked"))) {
-        fprintf(stderr, "rank %d: async error %s, last error \"%s\": expected ncclRemoteError naming the death\n",
-                rank, ncclGetErrorString(async), msg);
+    char victim_name[32];
+    snprintf(victim_name, sizeof(victim_name), "rank %d", victim);
+    if (async != ncclRemoteError || (!strstr(msg, victim_name) && !strstr(msg, "revoked"))) {
+        fprintf(stderr,
+                "rank %d: async error %s, last error \"%s\": expected ncclRemoteError naming rank %d or a revoke\n",
+                rank, ncclGetErrorString(async), msg, victim);
         return 6;
     }
     /* Later calls fail at once too. */
@@ -178,17 +212,13 @@ static int rank_main(ncclUniqueId id, int n, int rank, int c, int during, double
  * victim died of SIGKILL, within the deadline. */
 static int scenario(int n, int c, int during, double bound, int verbose)
 {
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) {
-        fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(NULL));
-        return 1;
-    }
     fflush(stdout);
     fflush(stderr);
+    memset(shared, 0, sizeof(*shared));
     pid_t pids[64];
     for (int r = 0; r < n; r++) {
         pids[r] = fork();
-        if (pids[r] == 0) _exit(rank_main(id, n, r, c, during, bound));
+        if (pids[r] == 0) _exit(rank_main(n, r, c, during, bound));
     }
     double t0 = now_s(), deadline = t0 + bound + 15.0; /* + init, shrink and teardown */
     int left = n, bad = 0;
@@ -230,10 +260,11 @@ static int scenario(int n, int c, int during, double bound, int verbose)
 }
 
 /* An idle rank with the peer watcher running uses < 2% of a core. */
-static int idle_rank(ncclUniqueId id, int n, int rank)
+static int idle_rank(int n, int rank)
 {
     ncclComm_t comm;
-    if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 2;
+    ncclUniqueId id;
+    if (get_id(rank, &id) || ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 2;
     if (comm_works(comm, n, "burst", rank)) return 3;
     double c0 = cpu_s(), w0 = now_s();
     sleep(1);
@@ -250,12 +281,11 @@ static int idle_rank(ncclUniqueId id, int n, int rank)
 
 static int idle_check(int n)
 {
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
     fflush(stdout);
+    memset(shared, 0, sizeof(*shared));
     pid_t pids[64];
     for (int r = 0; r < n; r++)
-        if ((pids[r] = fork()) == 0) _exit(idle_rank(id, n, r));
+        if ((pids[r] = fork()) == 0) _exit(idle_rank(n, r));
     int bad = 0;
     for (int r = 0; r < n; r++) {
         int st;
@@ -312,6 +342,8 @@ int main(int argc, char **argv)
     setenv("MPCCL_DEBUG", getenv("MPCCL_DEBUG") ? getenv("MPCCL_DEBUG") : "NONE", 1); /* expected errors */
     int failures = 0, runs = 0;
     double t0 = now_s();
+    shared = mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) return 99;
     if (idle) {
         for (int i = 0; i < nn; i++) failures += idle_check(nlist[i]);
         return failures ? 1 : 0;
