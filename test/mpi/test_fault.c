@@ -272,6 +272,7 @@ static int idle_rank(int n, int rank)
     int bad = comm_works(comm, n, "after idling", rank);
     ncclCommDestroy(comm);
     printf("rank %d idle with %d watched peers: %.3f%% of a core\n", rank, n - 1, 100.0 * frac);
+    fflush(stdout);
     if (frac >= 0.02) {
         fprintf(stderr, "rank %d: idle process used %.1f%% of a core (bound 2%%)\n", rank, 100.0 * frac);
         return 4;
