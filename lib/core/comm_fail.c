@@ -26,6 +26,7 @@ struct mpccl_fail_state {
     uint64_t revoke_word;
     int revoke_sent;
     int watched;
+    int death_pending; /* atomic: 1 + the rank the watcher saw die, not yet a failure (host) */
 };
 
 /* FNV-1a over the identity of this machine as pidfd_open sees it: hostname,
@@ -132,12 +133,38 @@ const unsigned char *mpccl_comm_same_machine(ncclComm_t comm)
     return comm->fail ? comm->fail->same_machine : NULL;
 }
 
+static mpccl_status_t fail_dead(ncclComm_t comm, int rank)
+{
+    mpccl_fail_state_t *f = comm->fail;
+    return mpccl_comm_fail(comm, ncclRemoteError, "rank %d (host %s, pid %d) died", rank, f->peers[rank].host,
+                           (int)f->peers[rank].pid);
+}
+
+/* The watcher saw rank's process end.  A host communicator fails only once a
+ * wait loop finds nothing left to progress (mpccl_comm_failed_idle): a rank
+ * that finished its part and exited may have left its last messages in shared
+ * memory, which the others must still receive. */
 static void peer_dead(ncclComm_t comm, int rank)
 {
     mpccl_fail_state_t *f = comm->fail;
     __atomic_store_n(&f->dead[rank], 1, __ATOMIC_RELEASE);
-    mpccl_comm_fail(comm, ncclRemoteError, "rank %d (host %s, pid %d) died", rank, f->peers[rank].host,
-                    (int)f->peers[rank].pid);
+    if (comm->gpu) {
+        fail_dead(comm, rank);
+        return;
+    }
+    int none = 0;
+    __atomic_compare_exchange_n(&f->death_pending, &none, rank + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d: rank %d (pid %d) ended", (unsigned long long)comm->id,
+               comm->rank, rank, (int)f->peers[rank].pid);
+}
+
+int mpccl_comm_failed_idle(ncclComm_t comm)
+{
+    mpccl_fail_state_t *f = comm->fail;
+    if (!f) return 0;
+    int pending = __atomic_load_n(&f->death_pending, __ATOMIC_ACQUIRE);
+    if (pending && !__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE)) fail_dead(comm, pending - 1);
+    return mpccl_comm_failed(comm);
 }
 
 static void peer_revoked(void *owner, int peer)

@@ -46,6 +46,10 @@ ncclResult_t mpccl_comm_fail_result(mpccl_status_t st);
 
 /* Whether comm failed (a cheap atomic load: wait loops call it every pass). */
 int mpccl_comm_failed(ncclComm_t comm);
+/* The same, for a host wait loop whose transport had nothing to progress for
+ * a while: a peer the watcher saw end becomes the failure now (its last
+ * messages, if any, were received by then). */
+int mpccl_comm_failed_idle(ncclComm_t comm);
 /* Whether the peer watcher saw peer die. */
 int mpccl_comm_peer_dead(ncclComm_t comm, int peer);
 /* Re-records the communicator's failure as the calling thread's last error,

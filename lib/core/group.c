@@ -185,6 +185,8 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
         }
         /* Ranks oversubscribe cores in tests: give the CPU away while waiting. */
         if (++idle_passes > 16) {
+            for (mpccl_call_t *op = ops; op; op = op->next)
+                if (!op->done && mpccl_comm_failed_idle(op->comm)) return stop_failed(ops, MPCCL_ERR_REMOTE);
             if (idle_on) idle_on->ops->idle(idle_on);
             else sched_yield();
         }

@@ -137,7 +137,7 @@ static mpccl_status_t wait_reqs(ncclComm_t comm, mpccl_req_t *reqs, int n)
             continue;
         }
         if (++idle > 16) t->ops->idle(t);
-        if (mpccl_comm_failed(comm)) { /* a peer died or revoked (comm_fail.h) */
+        if (idle > 16 && mpccl_comm_failed_idle(comm)) { /* a peer died or revoked (comm_fail.h) */
             for (int i = 0; i < n; i++) t->ops->cancel(t, &reqs[i]);
             mpccl_comm_send_revoke(comm);
             return mpccl_comm_fail_report(comm, "ncclPutSignal");
@@ -237,7 +237,7 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
                 continue;
             }
             if (++idle > 16) t->ops->idle(t);
-            if (mpccl_comm_failed(comm)) { /* a peer died or revoked (comm_fail.h) */
+            if (idle > 16 && mpccl_comm_failed_idle(comm)) { /* a peer died or revoked (comm_fail.h) */
                 mpccl_comm_send_revoke(comm);
                 return mpccl_comm_fail_report(comm, "ncclWaitSignal");
             }

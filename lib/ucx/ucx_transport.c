@@ -444,7 +444,16 @@ static void ucx_close(mpccl_transport_t *t, int force)
         if (op->owner) finish(op->owner, MPCCL_ERR_REMOTE);
         op->owner = NULL;
     }
-    ucp_worker_destroy(tp->worker);
+    /* UCX 1.13 cannot destroy a worker whose shared-memory (cma) endpoint
+     * failed with operations queued on it (it asserts): after such a failure
+     * the worker is left behind, unused, rather than crash the survivor. */
+    int keep = 0;
+    for (i = 0; i < nranks; i++) keep |= tp->peers[i].failed && tp->peers[i].err_mode == UCP_ERR_HANDLING_MODE_NONE;
+    if (keep)
+        MPCCL_INFO(MPCCL_SUB_NET, "rank %d: a shared-memory endpoint failed; its UCX worker is kept, not destroyed",
+                   t->rank);
+    else
+        ucp_worker_destroy(tp->worker);
     free(tp->peers);
     free(tp);
 }
