@@ -35,16 +35,18 @@ mpccl_status_t mpccl_check_comm(const char *fn, ncclComm_t comm)
 mpccl_status_t mpccl_check_comm_live(const char *fn, ncclComm_t comm)
 {
     MPCCL_CHECK(mpccl_check_comm(fn, comm));
+    if (comm->revoked)
+        return mpccl_fail(MPCCL_ERR_USAGE,
+                          "%s: comm %p was revoked (ncclCommRevoke); shrink it, or destroy or abort it", fn,
+                          (void *)comm);
+    /* after the revoked check: a rank that revoked the communicator itself
+     * gets ncclInvalidUsage, whatever its peers' revokes did */
     if (mpccl_comm_failed(comm)) {
         /* A host communicator's calls drive its transport: tell the peers now
          * if no wait loop did (the failure came while the caller was away). */
         if (!comm->gpu) mpccl_comm_send_revoke(comm);
         return mpccl_comm_fail_report(comm, fn);
     }
-    if (comm->revoked)
-        return mpccl_fail(MPCCL_ERR_USAGE,
-                          "%s: comm %p was revoked (ncclCommRevoke); shrink it, or destroy or abort it", fn,
-                          (void *)comm);
     if (comm->suspended)
         return mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p is suspended (ncclCommSuspend); call ncclCommResume first",
                           fn, (void *)comm);
