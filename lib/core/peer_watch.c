@@ -104,6 +104,13 @@ static void *watcher_main(void *arg)
     return NULL;
 }
 
+/* fork() while the watcher holds the lock would leave it locked forever in
+ * the child: take it around fork. */
+static void before_fork(void) { pthread_mutex_lock(&mu); }
+static void after_fork(void) { pthread_mutex_unlock(&mu); }
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { pthread_atfork(before_fork, after_fork, after_fork); }
+
 /* Called with mu held. */
 static mpccl_status_t start_locked(void)
 {
@@ -157,6 +164,7 @@ mpccl_status_t mpccl_peer_watch_add(ncclComm_t comm, int rank, int pid, mpccl_pe
                               strerror(errno));
         }
     }
+    pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&mu);
     mpccl_status_t st = start_locked();
     if (st == MPCCL_OK && nwatch == capwatch) {
