@@ -2,6 +2,7 @@
 #include <stdint.h>
 
 #include "api/api_check.h"
+#include "core/comm_fail.h"
 #include "util/datatype.h"
 
 mpccl_status_t mpccl_check_ptr(const char *fn, const char *arg, const void *p)
@@ -38,6 +39,14 @@ mpccl_status_t mpccl_check_comm_live(const char *fn, ncclComm_t comm)
         return mpccl_fail(MPCCL_ERR_USAGE,
                           "%s: comm %p was revoked (ncclCommRevoke); shrink it, or destroy or abort it", fn,
                           (void *)comm);
+    /* after the revoked check: a rank that revoked the communicator itself
+     * gets ncclInvalidUsage, whatever its peers' revokes did */
+    if (mpccl_comm_failed(comm)) {
+        /* A host communicator's calls drive its transport: tell the peers now
+         * if no wait loop did (the failure came while the caller was away). */
+        if (!comm->gpu) mpccl_comm_send_revoke(comm);
+        return mpccl_comm_fail_report(comm, fn);
+    }
     if (comm->suspended)
         return mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p is suspended (ncclCommSuspend); call ncclCommResume first",
                           fn, (void *)comm);

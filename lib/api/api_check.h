@@ -8,7 +8,8 @@
 /* comm non-NULL, a live mpccl communicator, initialised. */
 mpccl_status_t mpccl_check_comm(const char *fn, ncclComm_t comm);
 /* mpccl_check_comm for calls that move data or make resources: refused on a
- * revoked (ncclCommRevoke) or suspended (ncclCommSuspend) communicator. */
+ * revoked (ncclCommRevoke) or suspended (ncclCommSuspend) communicator, and
+ * with ncclRemoteError on a failed one (comm_fail.h). */
 mpccl_status_t mpccl_check_comm_live(const char *fn, ncclComm_t comm);
 mpccl_status_t mpccl_check_ptr(const char *fn, const char *arg, const void *p);
 mpccl_status_t mpccl_check_dtype(const char *fn, ncclDataType_t dt);

@@ -302,7 +302,7 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
         free(survivors);
         return mpccl_result(st);
     }
-    return mpccl_result(mpccl_comm_shrink(fn, comm, survivors, count, newrank, &cfg, newcomm));
+    return mpccl_result(mpccl_comm_shrink(fn, comm, survivors, count, newrank, &cfg, shrinkFlags == NCCL_SHRINK_ABORT, newcomm));
 }
 
 /* ---- teardown ---- */

@@ -7,6 +7,7 @@
 
 #include "core/comm.h"
 #include "core/tags.h"
+#include "core/comm_fail.h"
 #include "core/topo.h"
 #include "devapi/devapi_comm.h"
 #include "onesided/onesided_win.h"
@@ -114,8 +115,13 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     MPCCL_CHECK_GOTO(alloc_seq(&comm->coll_recv_seq, comm->nranks, 0), st, out);
     MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_send_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
     MPCCL_CHECK_GOTO(alloc_seq(&comm->p2p_recv_seq, comm->nranks, MPCCL_P2P_SEQ_BASE), st, out);
-    /* Even one rank needs the transport: ncclSend/ncclRecv to itself. */
-    MPCCL_CHECK_GOTO(mpccl_ucx_transport_create(&comm->bs, &comm->transport), st, out);
+    /* Even one rank needs the transport: ncclSend/ncclRecv to itself.  Peers
+     * of this machine are watched (comm_fail.c), so UCX may use shared memory
+     * to them. */
+    MPCCL_CHECK_GOTO(mpccl_comm_fail_setup(comm), st, out);
+    MPCCL_CHECK_GOTO(mpccl_ucx_transport_create_local(&comm->bs, mpccl_comm_same_machine(comm), &comm->transport),
+                     st, out);
+    mpccl_comm_fail_attach(comm);
     MPCCL_CHECK_GOTO(agree_on_device(comm, cuda_dev), st, out);
     if (comm->cuda_dev >= 0) {
         comm->exec = mpccl_gpu_executor();
@@ -142,6 +148,7 @@ out:
 void mpccl_comm_release(ncclComm_t comm, int force)
 {
     if (!comm) return;
+    mpccl_comm_fail_release(comm); /* first: no failure reported on comm from here */
     mpccl_devcomm_release_all(comm);
     mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
     /* Before the transport: the GPU executor's proxy drives it. */
@@ -196,12 +203,21 @@ mpccl_status_t mpccl_comm_revoke(const char *fn, ncclComm_t comm)
 {
     MPCCL_CHECK(comm->exec->revoke(comm, fn));
     comm->revoked = 1;
+    /* Every other live rank learns it: their calls on comm then fail with
+     * ncclRemoteError (the revoke message of comm_fail.c). */
+    if (!comm->exec->on_streams) mpccl_comm_send_revoke(comm);
     MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d revoked", (unsigned long long)comm->id, comm->rank);
     return MPCCL_OK;
 }
 
-void mpccl_comm_fail(ncclComm_t comm, mpccl_status_t st)
+void mpccl_comm_set_error(ncclComm_t comm, mpccl_status_t st)
 {
+    /* A peer or the network failed: the communicator is unusable, and every
+     * rank learns it (comm_fail.c). */
+    if (st == MPCCL_ERR_REMOTE) {
+        mpccl_comm_fail(comm, ncclRemoteError, "%s", mpccl_last_error());
+        return;
+    }
     if (comm->async_error == ncclSuccess) {
         switch (st) {
         case MPCCL_ERR_REMOTE: comm->async_error = ncclRemoteError; break;

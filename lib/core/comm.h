@@ -58,6 +58,7 @@ struct ncclComm {
     int revoked;                   /* ncclCommRevoke: only shrink, queries and teardown remain */
     int suspended;                 /* ncclCommSuspend until ncclCommResume */
     struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devapi_comm.c) */
+    struct mpccl_fail_state *fail;  /* failure state, peers, revoke (comm_fail.c); NULL before setup */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
     pthread_mutex_t redop_lock;
@@ -83,7 +84,7 @@ void mpccl_comm_abort(ncclComm_t comm);
  * refuses), then the communicator takes no more work. */
 mpccl_status_t mpccl_comm_revoke(const char *fn, ncclComm_t comm);
 /* Records st as the communicator's asynchronous error (the first one sticks). */
-void mpccl_comm_fail(ncclComm_t comm, mpccl_status_t st);
+void mpccl_comm_set_error(ncclComm_t comm, mpccl_status_t st);
 
 /* Copies a user config honouring its size field (older headers have fewer
  * fields); NULL gives the defaults.  Rejects a bad magic/size. */

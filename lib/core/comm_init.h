@@ -49,9 +49,9 @@ mpccl_status_t mpccl_comm_split(const char *fn, ncclComm_t parent, int color, in
 /* ncclCommGrow (comm_grow.c): parent NULL on a new rank, which then has an id. */
 mpccl_status_t mpccl_comm_grow(const char *fn, ncclComm_t parent, int nranks, const ncclUniqueId *id, int rank,
                                const ncclConfig_t *config, ncclComm_t *slot);
-/* ncclCommShrink (comm_shrink.c): survivors (count parent ranks, ascending,
+/* ncclCommShrink (comm_shrink.c; abort: NCCL_SHRINK_ABORT): survivors (count parent ranks, ascending,
  * malloc'd; taken over) form the child, this rank as newrank. */
 mpccl_status_t mpccl_comm_shrink(const char *fn, ncclComm_t parent, int *survivors, int count, int newrank,
-                                 const ncclConfig_t *config, ncclComm_t *slot);
+                                 const ncclConfig_t *config, int abort, ncclComm_t *slot);
 
 #endif

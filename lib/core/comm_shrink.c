@@ -1,6 +1,7 @@
 /* ncclCommShrink: the surviving ranks form a child without the excluded ones. */
 #include <stdlib.h>
 
+#include "core/comm_fail.h"
 #include "core/comm_init.h"
 #include "core/group.h"
 #include "core/tags.h"
@@ -13,10 +14,18 @@
  * ncclCommInitRank does, in parent order.  The tag is reserved: the proxy's
  * tag space with a CTA index no launch uses (core/tags.h). */
 
-static mpccl_status_t wait_req(mpccl_transport_t *t, mpccl_req_t *req)
+/* Waits for req, exchanged with peer; gives up when peer dies meanwhile. */
+static mpccl_status_t wait_req(ncclComm_t comm, int peer, mpccl_req_t *req)
 {
-    while (!req->done)
+    mpccl_transport_t *t = comm->transport;
+    while (!req->done) {
+        if (mpccl_comm_peer_dead(comm, peer)) {
+            t->ops->cancel(t, req);
+            return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: rank %d died during the shrink (exclude it too)",
+                              peer);
+        }
         if (t->ops->progress(t) == 0) t->ops->idle(t);
+    }
     return req->status;
 }
 
@@ -34,12 +43,12 @@ static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
         for (int i = 1; i < job->nranks && st == MPCCL_OK; i++) {
             mpccl_req_t req = {0};
             st = t->ops->isend(t, job->survivors[i], mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);
-            if (st == MPCCL_OK) st = wait_req(t, &req);
+            if (st == MPCCL_OK) st = wait_req(parent, job->survivors[i], &req);
         }
     } else {
         mpccl_req_t req = {0};
         st = t->ops->irecv(t, root, mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);
-        if (st == MPCCL_OK) st = wait_req(t, &req);
+        if (st == MPCCL_OK) st = wait_req(parent, root, &req);
     }
     return st;
 }
@@ -60,7 +69,7 @@ static mpccl_status_t init_shrink(void *arg)
 }
 
 mpccl_status_t mpccl_comm_shrink(const char *fn, ncclComm_t parent, int *survivors, int count, int newrank,
-                                 const ncclConfig_t *config, ncclComm_t *slot)
+                                 const ncclConfig_t *config, int abort, ncclComm_t *slot)
 {
     mpccl_init_job_t *job = mpccl_init_job_new(slot, config, newrank, count);
     if (!job) {
@@ -70,5 +79,9 @@ mpccl_status_t mpccl_comm_shrink(const char *fn, ncclComm_t parent, int *survivo
     job->cuda_dev = parent->cuda_dev;
     job->parent = parent;
     job->survivors = survivors;
+    /* A survivor may still wait in a call for a rank that is gone: the revoke
+     * ends it, so that it reaches this shrink too (host communicators: their
+     * calls drive the transport from this thread). */
+    if (abort && !parent->exec->on_streams) mpccl_comm_send_revoke(parent);
     return mpccl_group_defer_init(init_shrink, job);
 }

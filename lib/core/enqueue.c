@@ -105,7 +105,7 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
     if (!eager) return mpccl_group_enqueue(call);
     /* Straight to the executor's launch code (doc/MAP.md). */
     st = call->is_p2p ? exec->launch_p2p(&call, 1) : exec->launch(call);
-    if (st != MPCCL_OK) mpccl_comm_fail(comm, st);
+    if (st != MPCCL_OK) mpccl_comm_set_error(comm, st);
     return st;
 fail:
     if (!eager) mpccl_call_free(call); /* an eager call has no schedule to free */

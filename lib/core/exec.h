@@ -96,6 +96,9 @@ struct mpccl_executor {
     int device_api;
 
     /* ---- stopping ---- */
+    /* A failure (comm_fail.c): stop this communicator's in-flight work now,
+     * without waiting; any thread, any number of times. */
+    void (*stop)(ncclComm_t comm);
     /* ncclCommAbort, before the forced release: stop this communicator's
      * in-flight work. */
     void (*abort)(ncclComm_t comm);

@@ -8,6 +8,7 @@
 
 #include "core/estimate.h"
 #include "core/group.h"
+#include "core/comm_fail.h"
 
 typedef struct mpccl_deferred_init {
     mpccl_init_fn_t fn;
@@ -229,6 +230,8 @@ mpccl_status_t mpccl_group_simulate_end(double *seconds)
 
 void mpccl_group_discard_comm(ncclComm_t comm)
 {
-    (void)comm;
-    if (group_depth > 0 && group_error == MPCCL_OK) group_error = MPCCL_ERR_ARG;
+    /* A failed communicator's calls are refused with ncclRemoteError (comm_fail.c). */
+    if (group_depth > 0 && group_error == MPCCL_OK)
+        group_error = comm && comm->magic == MPCCL_COMM_MAGIC && mpccl_comm_failed(comm) ? MPCCL_ERR_REMOTE
+                                                                                         : MPCCL_ERR_ARG;
 }

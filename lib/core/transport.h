@@ -54,9 +54,25 @@ struct mpccl_transport {
     int rank;
     int nranks;
     void *impl;
+    /* Failure notices to the owner (comm_fail.c), run from progress in the
+     * driving thread: peer sent the revoke message.  NULL: nobody listens. */
+    void (*on_revoke)(void *owner, int peer);
+    void *owner;
 };
+
+/* The revoke message (comm_fail.c): 8 bytes from sender, on a tag no schedule,
+ * p2p sequence, shrink or proxy message reaches (low 40 bits all ones but the
+ * last).  A transport keeps one receive for it posted from any sender. */
+#define MPCCL_REVOKE_TAG(sender) (((uint64_t)(sender) << 40) | 0xfffffffffeULL)
+#define MPCCL_REVOKE_TAG_MASK 0xffffffffffULL
 
 /* UCX (lib/ucx/): collective over bs; connects every pair of ranks. */
 mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out);
+/* The same, telling which peers run on this machine (same_machine[peer] = 1;
+ * NULL: none known): with MPCCL_UCX_ERR_MODE=auto those connect without UCX's
+ * peer failure detection, so UCX may use shared memory (the peer watcher
+ * detects their death instead). */
+mpccl_status_t mpccl_ucx_transport_create_local(mpccl_bootstrap_t *bs, const unsigned char *same_machine,
+                                                mpccl_transport_t **out);
 
 #endif

@@ -85,7 +85,7 @@ static mpccl_status_t gpu_run_group(mpccl_call_t *ops)
             else st = mpccl_gpu_launch(op);
         }
         if (np > 0 && st == MPCCL_OK) st = launch_p2p_calls(comm, p2p, np);
-        if (st != MPCCL_OK) mpccl_comm_fail(comm, st);
+        if (st != MPCCL_OK) mpccl_comm_set_error(comm, st);
     }
     if (!small) {
         free(p2p);
@@ -163,6 +163,7 @@ static const mpccl_executor_t gpu_executor = {
     .wait_signal = mpccl_gpu_wait_signal,
     .rma_reaches_all = gpu_rma_reaches_all,
     .device_api = 1,
+    .stop = mpccl_gpu_stop,
     .abort = mpccl_gpu_abort,
     .revoke = mpccl_gpu_revoke,
     .can_shrink = gpu_can_shrink,

@@ -264,6 +264,11 @@ void mpccl_gpu_abort(ncclComm_t comm)
     (void)comm;
 }
 
+void mpccl_gpu_stop(ncclComm_t comm)
+{
+    (void)comm;
+}
+
 mpccl_status_t mpccl_gpu_revoke(ncclComm_t comm, const char *fn)
 {
     (void)comm;

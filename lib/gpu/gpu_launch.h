@@ -23,6 +23,8 @@ void mpccl_gpu_finalize(ncclComm_t comm);
 /* ncclCommAbort, before the forced release (comm->aborting is set): stops the
  * communicator's in-flight work. */
 void mpccl_gpu_abort(ncclComm_t comm);
+/* A failure: stop comm's kernels without waiting (any thread). */
+void mpccl_gpu_stop(ncclComm_t comm);
 /* ncclCommRevoke: MPCCL_OK once in-flight work is stopped, else why not. */
 mpccl_status_t mpccl_gpu_revoke(ncclComm_t comm, const char *fn);
 

@@ -39,6 +39,7 @@ struct mpccl_exec {
     mpccl_req_t *reqs;                       /* per step */
     uint64_t *tags;                          /* per step */
     mpccl_status_t err;
+    int send_detached; /* a send was cancelled in flight: a peer may still read its buffer */
 };
 
 static void *alloc_aligned(size_t bytes)
@@ -218,7 +219,9 @@ static void cancel_inflight(mpccl_exec_t *ex)
 {
     for (uint32_t k = 0; k < ex->ninflight; k++) {
         mpccl_req_t *r = &ex->reqs[ex->inflight[k]];
-        if (!r->done) ex->t->ops->cancel(ex->t, r);
+        if (r->done) continue;
+        if (ex->task.sched->steps[ex->inflight[k]].kind == MPCCL_STEP_SEND) ex->send_detached = 1;
+        ex->t->ops->cancel(ex->t, r);
     }
 }
 
@@ -284,7 +287,14 @@ void mpccl_exec_free(mpccl_exec_t *ex)
     free(ex->inflight);
     free(ex->reqs);
     free(ex->tags);
-    free(ex->tmp);
-    free(ex->scaled);
+    /* A peer that already took a cancelled send's rendezvous may still read
+     * its buffer (shared memory, cma) after a failure: the scratch memory is
+     * kept (leaked) rather than let it read freed pages.  Failed calls only. */
+    if (ex->send_detached)
+        MPCCL_INFO(MPCCL_SUB_COLL, "a failed call cancelled sends in flight: its scratch memory is kept");
+    else {
+        free(ex->tmp);
+        free(ex->scaled);
+    }
     free(ex);
 }

@@ -3,9 +3,11 @@
  * group's calls of every host communicator progress in one loop, so ranks
  * driven by one thread cannot deadlock. */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "core/comm_fail.h"
 #include "core/group.h"
 #include "host/host_exec.h"
 #include "onesided/onesided_win.h"
@@ -34,6 +36,23 @@ static int op_can_start(const mpccl_call_t *op)
     return op->is_p2p || op->prev_coll == NULL || op->prev_coll->done;
 }
 
+/* A failed communicator's call stops: its peers are told (revoke), and the
+ * error returned names the failure and the call. */
+static mpccl_status_t stop_failed(mpccl_call_t *ops, mpccl_status_t st)
+{
+    ncclComm_t failed = NULL;
+    const mpccl_call_t *what = NULL;
+    for (mpccl_call_t *op = ops; op; op = op->next)
+        if (mpccl_comm_failed(op->comm)) {
+            mpccl_comm_send_revoke(op->comm);
+            if (!failed) failed = op->comm, what = op;
+        }
+    if (!failed) return st;
+    char fn[64];
+    snprintf(fn, sizeof(fn), "%s (%s)", mpccl_coll_name(what->desc.coll), ops->next ? "in a group" : "alone");
+    return mpccl_comm_fail_report(failed, fn);
+}
+
 /* Progresses every op of the list until all are done or one fails. */
 static mpccl_status_t run_ops(mpccl_call_t *ops)
 {
@@ -53,8 +72,8 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
                 }
                 st = start_op(op);
                 if (st != MPCCL_OK) {
-                    mpccl_comm_fail(op->comm, st);
-                    return st;
+                    mpccl_comm_set_error(op->comm, st);
+                    return stop_failed(ops, st);
                 }
                 events++;
             }
@@ -64,9 +83,10 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
             }
             int done = 0;
             st = mpccl_exec_progress(op->run, &done);
+            if (st == MPCCL_OK && !done && mpccl_comm_failed(op->comm)) st = MPCCL_ERR_REMOTE;
             if (st != MPCCL_OK) {
-                mpccl_comm_fail(op->comm, st);
-                return st;
+                mpccl_comm_set_error(op->comm, st);
+                return stop_failed(ops, st);
             }
             if (done) {
                 op->done = 1;
@@ -82,16 +102,19 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
         }
         /* Ranks oversubscribe cores in tests: give the CPU away while waiting. */
         if (++idle_passes > 16) {
+            for (mpccl_call_t *op = ops; op; op = op->next)
+                if (!op->done && mpccl_comm_failed_idle(op->comm)) return stop_failed(ops, MPCCL_ERR_REMOTE);
             if (idle_on) idle_on->ops->idle(idle_on);
             else sched_yield();
         }
         if (timeout > 0 && now_seconds() - start > (double)timeout) {
+            st = mpccl_fail(MPCCL_ERR_REMOTE,
+                            "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
+                            "participating (it called a different collective, or died)",
+                            (long long)timeout);
             for (mpccl_call_t *op = ops; op; op = op->next)
-                if (!op->done) mpccl_comm_fail(op->comm, MPCCL_ERR_REMOTE);
-            return mpccl_fail(MPCCL_ERR_REMOTE,
-                              "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
-                              "participating (it called a different collective, or died)",
-                              (long long)timeout);
+                if (!op->done) mpccl_comm_set_error(op->comm, MPCCL_ERR_REMOTE);
+            return stop_failed(ops, st);
         }
     }
 }
@@ -195,6 +218,12 @@ static int host_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d)
  * a revoked communicator stops taking work and keeps its transport for
  * ncclCommShrink; shrinking and suspending need nothing of the executor (a
  * host communicator holds no GPU memory). */
+/* Host calls poll the failure state in their wait loops: nothing to stop. */
+static void host_stop(ncclComm_t comm)
+{
+    (void)comm;
+}
+
 static mpccl_status_t host_revoke(ncclComm_t comm, const char *fn)
 {
     (void)comm, (void)fn;
@@ -240,6 +269,7 @@ const mpccl_executor_t mpccl_host_executor = {
     .wait_signal = mpccl_host_wait_signal_call,
     .rma_reaches_all = host_rma_reaches_all,
     .device_api = 0,
+    .stop = host_stop,
     .abort = host_comm_noop,
     .revoke = host_revoke,
     .can_shrink = host_can_shrink,

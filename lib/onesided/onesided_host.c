@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/comm_fail.h"
 #include "util/config.h"
 #include "core/group.h"
 #include "util/log.h"
@@ -137,6 +138,11 @@ static mpccl_status_t wait_reqs(ncclComm_t comm, mpccl_req_t *reqs, int n)
             continue;
         }
         if (++idle > 16) t->ops->idle(t);
+        if (idle > 16 && mpccl_comm_failed_idle(comm)) { /* a peer died or revoked (comm_fail.h) */
+            for (int i = 0; i < n; i++) t->ops->cancel(t, &reqs[i]);
+            mpccl_comm_send_revoke(comm);
+            return mpccl_comm_fail_report(comm, "ncclPutSignal");
+        }
         if (timeout > 0 && now_s() - start > (double)timeout) {
             for (int i = 0; i < n; i++) t->ops->cancel(t, &reqs[i]);
             return mpccl_fail(MPCCL_ERR_REMOTE, "ncclPutSignal: rank %d: a put did not complete within "
@@ -232,6 +238,10 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
                 continue;
             }
             if (++idle > 16) t->ops->idle(t);
+            if (idle > 16 && mpccl_comm_failed_idle(comm)) { /* a peer died or revoked (comm_fail.h) */
+                mpccl_comm_send_revoke(comm);
+                return mpccl_comm_fail_report(comm, "ncclWaitSignal");
+            }
             if (timeout > 0 && now_s() - start > (double)timeout)
                 return mpccl_fail(MPCCL_ERR_REMOTE,
                                   "ncclWaitSignal: %llu of %d signals from rank %d (sigIdx %d, ctx %d) arrived "

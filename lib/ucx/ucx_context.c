@@ -3,6 +3,7 @@
  * shared; it lives until the process exits because workers of communicators
  * may outlive any single user of it. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include "util/log.h"
 #include "ucx.h"
@@ -34,6 +35,11 @@ static ucs_status_t try_init(uint64_t features, ucp_context_h *out)
     ucp_config_t *config;
     ucs_status_t st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) return st;
+    /* Endpoints to other machines detect a dead peer by UCX's keepalive while
+     * an operation waits (the peer watcher covers this machine): within a
+     * second or two rather than UCX's default 20 s, unless the user chose. */
+    if (getenv("UCX_KEEPALIVE_INTERVAL") == NULL && ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s") != UCS_OK)
+        MPCCL_INFO(MPCCL_SUB_INIT, "UCX has no KEEPALIVE_INTERVAL setting: dead remote peers are found by UCX's defaults");
     ucp_params_t params;
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |

@@ -16,6 +16,7 @@ typedef struct mpccl_ucx_peer {
     ucp_ep_h ep;
     struct mpccl_ucx_tp *tp;
     int rank;
+    ucp_err_handling_mode_t err_mode; /* NONE to same-machine peers under MPCCL_UCX_ERR_MODE=auto */
     int failed;      /* UCX reported the connection broken: requests end in REMOTE */
     int force_close; /* close: a send is still in flight on this endpoint */
 } mpccl_ucx_peer_t;
@@ -33,7 +34,13 @@ typedef struct mpccl_ucx_tp {
     long idle_ns;
     long spin_ns;
     int64_t idle_since;       /* first idle() since progress last did something; 0: none */
-    ucp_err_handling_mode_t err_mode;
+    /* The revoke message (transport.h): one receive from any sender stays
+     * posted; progress reports an arrival to the owner and posts it again. */
+    void *revoke_req;         /* the posted receive; NULL: none */
+    uint64_t revoke_buf;
+    int revoke_posting, revoke_posted_done;
+    int revoke_arrived, revoke_from;
+    int closing;
 } mpccl_ucx_tp_t;
 
 /* Settings (lib/util/config.c): MPCCL_UCX_IDLE_US, MPCCL_UCX_SPIN_US, MPCCL_UCX_ERR_MODE. */
@@ -51,17 +58,27 @@ static long spin_us_setting(void)
     return us_setting("UCX_SPIN_US", 50);
 }
 
-/* "peer" (default) asks UCX to detect failed peers, which UCX 1.13-1.16 supports
- * only on network transports (tcp, ib): same-host peers then talk over tcp
- * loopback instead of shared memory.  "none" lets UCX use shm, cma and self, but
- * a dead peer is then noticed only by operation timeouts. */
-static ucp_err_handling_mode_t err_mode_setting(void)
+/* "peer" asks UCX to detect failed peers, which UCX 1.13-1.16 supports only on
+ * network transports (tcp, ib): same-machine peers then talk over tcp loopback
+ * instead of shared memory.  "none" lets UCX use shm, cma and self; a dead
+ * peer is then noticed by the peer watcher (same machine) or operation
+ * timeouts.  "auto" (default): none to the peers of this machine, which the
+ * peer watcher covers, peer to the others.  Returns the mode for a peer. */
+static ucp_err_handling_mode_t err_mode_for(const char *v, int same_machine)
+{
+    if (v && strcmp(v, "none") == 0) return UCP_ERR_HANDLING_MODE_NONE;
+    if (v && strcmp(v, "peer") == 0) return UCP_ERR_HANDLING_MODE_PEER;
+    return same_machine ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+}
+
+static const char *err_mode_setting(void)
 {
     const char *v = mpccl_config_str("UCX_ERR_MODE");
-    if (v && strcmp(v, "none") == 0) return UCP_ERR_HANDLING_MODE_NONE;
-    if (v && *v && strcmp(v, "peer") != 0)
-        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_UCX_ERR_MODE=%s is neither peer nor none; using peer", v);
-    return UCP_ERR_HANDLING_MODE_PEER;
+    if (v && *v && strcmp(v, "peer") != 0 && strcmp(v, "none") != 0 && strcmp(v, "auto") != 0) {
+        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_UCX_ERR_MODE=%s is not auto, peer or none; using auto", v);
+        v = "auto";
+    }
+    return v;
 }
 
 static int64_t now_ns(void)
@@ -298,11 +315,19 @@ static int cancel_failed_recvs(mpccl_ucx_tp_t *tp)
     return n;
 }
 
+static void post_revoke_recv(mpccl_ucx_tp_t *tp);
+
 static int ucx_progress(mpccl_transport_t *t)
 {
     mpccl_ucx_tp_t *tp = t->impl;
     int n = (int)ucp_worker_progress(tp->worker);
     if (tp->failures_pending) n += cancel_failed_recvs(tp);
+    if (tp->revoke_arrived) {
+        tp->revoke_arrived = 0;
+        post_revoke_recv(tp);
+        if (t->on_revoke) t->on_revoke(t->owner, tp->revoke_from);
+        n++;
+    }
     if (n > 0) tp->idle_since = 0;
     return n;
 }
@@ -336,7 +361,7 @@ static int ucx_arm(mpccl_transport_t *t)
 {
     mpccl_ucx_tp_t *tp = t->impl;
     if (tp->efd < 0) return MPCCL_ARM_NONE;
-    if (tp->failures_pending) return MPCCL_ARM_BUSY;
+    if (tp->failures_pending || tp->revoke_arrived) return MPCCL_ARM_BUSY;
     ucs_status_t st = ucp_worker_arm(tp->worker);
     if (st == UCS_OK) return tp->efd;
     return st == UCS_ERR_BUSY ? MPCCL_ARM_BUSY : MPCCL_ARM_NONE;
@@ -385,6 +410,8 @@ static void ucx_close(mpccl_transport_t *t, int force)
         MPCCL_WARN(MPCCL_SUB_NET, "rank %d: UCX flush did not finish in %ld ms; closing endpoints by force",
                    t->rank, tp->close_timeout_ms);
     /* Pending receives would never complete once the worker is gone. */
+    tp->closing = 1;
+    if (tp->revoke_req) ucp_request_cancel(tp->worker, tp->revoke_req);
     for (mpccl_ucx_op_t *op = tp->inflight.next, *next; op != &tp->inflight; op = next) {
         next = op->next;
         if (op->is_recv) ucp_request_cancel(tp->worker, op);
@@ -417,7 +444,16 @@ static void ucx_close(mpccl_transport_t *t, int force)
         if (op->owner) finish(op->owner, MPCCL_ERR_REMOTE);
         op->owner = NULL;
     }
-    ucp_worker_destroy(tp->worker);
+    /* UCX 1.13 cannot destroy a worker whose shared-memory (cma) endpoint
+     * failed with operations queued on it (it asserts): after such a failure
+     * the worker is left behind, unused, rather than crash the survivor. */
+    int keep = 0;
+    for (i = 0; i < nranks; i++) keep |= tp->peers[i].failed && tp->peers[i].err_mode == UCP_ERR_HANDLING_MODE_NONE;
+    if (keep)
+        MPCCL_INFO(MPCCL_SUB_NET, "rank %d: a shared-memory endpoint failed; its UCX worker is kept, not destroyed",
+                   t->rank);
+    else
+        ucp_worker_destroy(tp->worker);
     free(tp->peers);
     free(tp);
 }
@@ -500,7 +536,7 @@ static mpccl_status_t connect_all(mpccl_ucx_tp_t *tp, const unsigned char *all, 
         ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
         ep.address = (const ucp_address_t *)(all + (size_t)i * stride);
-        ep.err_mode = tp->err_mode;
+        ep.err_mode = p->err_mode;
         ep.err_handler.cb = ep_error;
         ep.err_handler.arg = p;
         ucs_status_t us = ucp_ep_create(tp->worker, &ep, &p->ep);
@@ -561,6 +597,43 @@ static mpccl_status_t ucx_atomic_add(mpccl_transport_t *t, int peer, uint64_t va
     return MPCCL_OK;
 }
 
+/* ---- the revoke message ---- */
+
+static void revoke_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user_data)
+{
+    mpccl_ucx_tp_t *tp = user_data;
+    if (st == UCS_OK && info) {
+        tp->revoke_from = (int)(info->sender_tag >> 40);
+        tp->revoke_arrived = 1;
+    }
+    if (tp->revoke_posting) tp->revoke_posted_done = 1;
+    else tp->revoke_req = NULL;
+    ucp_request_free(request);
+}
+
+/* Posts the receive of the revoke message from any sender (outside UCX's
+ * callbacks). */
+static void post_revoke_recv(mpccl_ucx_tp_t *tp)
+{
+    if (tp->closing || tp->revoke_req) return;
+    ucp_request_param_t prm;
+    memset(&prm, 0, sizeof(prm));
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    prm.cb.recv = revoke_cb;
+    prm.user_data = tp;
+    tp->revoke_posting = 1;
+    tp->revoke_posted_done = 0;
+    ucs_status_ptr_t sp = ucp_tag_recv_nbx(tp->worker, &tp->revoke_buf, sizeof(tp->revoke_buf),
+                                           MPCCL_REVOKE_TAG(0), MPCCL_REVOKE_TAG_MASK, &prm);
+    tp->revoke_posting = 0;
+    if (UCS_PTR_IS_ERR(sp)) {
+        MPCCL_WARN(MPCCL_SUB_NET, "rank %d: cannot post the revoke receive: %s; peers' revokes go unnoticed",
+                   tp->pub.rank, ucs_status_string(UCS_PTR_STATUS(sp)));
+        return;
+    }
+    if (sp != NULL && !tp->revoke_posted_done) tp->revoke_req = sp;
+}
+
 static const struct mpccl_transport_ops ucx_ops;
 
 ucp_worker_h mpccl_ucx_worker(mpccl_transport_t *t)
@@ -588,6 +661,12 @@ static const struct mpccl_transport_ops ucx_ops = {
 
 mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out)
 {
+    return mpccl_ucx_transport_create_local(bs, NULL, out);
+}
+
+mpccl_status_t mpccl_ucx_transport_create_local(mpccl_bootstrap_t *bs, const unsigned char *same_machine,
+                                                mpccl_transport_t **out)
+{
     ucp_context_h ctx;
     MPCCL_CHECK(mpccl_ucx_context(&ctx));
     mpccl_status_t st = MPCCL_OK;
@@ -608,10 +687,11 @@ mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport
     tp->close_timeout_ms = (long)mpccl_config_int("UCX_CLOSE_TIMEOUT");
     tp->idle_ns = idle_us_setting() * 1000;
     tp->spin_ns = spin_us_setting() * 1000;
-    tp->err_mode = err_mode_setting();
+    const char *mode = err_mode_setting();
     for (int i = 0; i < bs->nranks; i++) {
         tp->peers[i].tp = tp;
         tp->peers[i].rank = i;
+        tp->peers[i].err_mode = err_mode_for(mode, same_machine && same_machine[i]);
     }
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof(wp));
@@ -626,6 +706,7 @@ mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport
     if (mpccl_ucx_has_wakeup() && ucp_worker_get_efd(tp->worker, &tp->efd) != UCS_OK) tp->efd = -1;
     MPCCL_CHECK_GOTO(exchange_addresses(tp, bs, &all, &stride), st, fail);
     MPCCL_CHECK_GOTO(connect_all(tp, all, stride), st, fail);
+    post_revoke_recv(tp);
     free(all);
     *out = &tp->pub;
     return MPCCL_OK;

@@ -38,9 +38,16 @@ static mpccl_setting_t settings[] = {
      NULL},
     {"UCX_CLOSE_TIMEOUT", NULL, "2000", "milliseconds ncclCommDestroy waits for UCX to flush", NULL,
      NULL},
-    {"UCX_ERR_MODE", NULL, "peer",
-     "peer: UCX detects dead peers (tcp/ib; ranks of one host then use tcp loopback); none: shared "
-     "memory/cma, a dead peer is only noticed by MPCCL_OP_TIMEOUT",
+    {"UCX_ERR_MODE", NULL, "auto",
+     "auto: peers of this machine connect without UCX's failure detection (shared memory/cma; MPCCL_PEER_WATCH "
+     "detects their death), other peers with it (tcp/ib); peer: UCX detects dead peers everywhere (ranks of one "
+     "host then use tcp loopback, slower); none: shared memory everywhere, remote deaths noticed only by revokes "
+     "and MPCCL_OP_TIMEOUT",
+     NULL, NULL},
+    {"PEER_WATCH", NULL, "1",
+     "1: a thread watches the processes of this machine's peers (pidfd_open; kill(pid, 0) each second without "
+     "it) and fails their communicators with ncclRemoteError within milliseconds of a death; 0: off (then "
+     "MPCCL_UCX_ERR_MODE=auto uses peer everywhere)",
      NULL, NULL},
     {"UCX_SPIN_US", NULL, "50", "microseconds a waiting rank yields before it sleeps on the UCX event fd", NULL,
      NULL},

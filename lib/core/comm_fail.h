@@ -1,0 +1,65 @@
+/* A communicator's failure state, in one place: the first failure (the error
+ * ncclCommGetAsyncError returns and the message ncclGetLastError gives), the
+ * peers known dead, and the revoke messages that tell every other live rank.
+ * Thread-safe: the peer watcher thread, the transport's callbacks and the
+ * calling thread may all report a failure; the first one wins. */
+#ifndef MPCCL_COMM_FAIL_H
+#define MPCCL_COMM_FAIL_H
+
+#include <stdint.h>
+#include "core/comm.h"
+#include "util/status.h"
+
+/* What every rank tells the others at init (comm_fail.c exchanges it over the
+ * bootstrap): who to watch, and how to name it when it dies. */
+typedef struct mpccl_peer_info {
+    int32_t pid;
+    uint32_t reserved;
+    uint64_t machine; /* the real machine (hostname, boot id, pid namespace): never MPCCL_HOSTID */
+    char host[48];
+} mpccl_peer_info_t;
+
+typedef struct mpccl_fail_state mpccl_fail_state_t;
+
+/* Collective over comm->bs (before the transport exists): exchanges peer
+ * information and allocates comm->fail. */
+mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm);
+/* Per peer: 1 when it runs on this machine (the peer watcher sees it die), so
+ * the transport may use shared memory to it.  NULL before setup. */
+const unsigned char *mpccl_comm_same_machine(ncclComm_t comm);
+/* Once the transport exists: revoke messages from peers fail comm, and the
+ * peer watcher watches the same-machine peers. */
+void mpccl_comm_fail_attach(ncclComm_t comm);
+/* First thing of a release: stops watching, detaches pending revoke sends,
+ * frees the state.  No failure is reported on comm after it returns. */
+void mpccl_comm_fail_release(ncclComm_t comm);
+
+/* Records the first failure of comm: err becomes its async error, the
+ * formatted message its description (ncclGetLastError); the communicator is
+ * marked failed and whatever waits on it is woken.  Later calls only log.
+ * Safe from any thread, idempotent.  Returns MPCCL_ERR_REMOTE (or the status
+ * matching err) so that a caller can `return mpccl_comm_fail(...)`. */
+mpccl_status_t mpccl_comm_fail(ncclComm_t comm, ncclResult_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Maps an internal status to the async error recorded by mpccl_comm_fail. */
+ncclResult_t mpccl_comm_fail_result(mpccl_status_t st);
+
+/* Whether comm failed (a cheap atomic load: wait loops call it every pass). */
+int mpccl_comm_failed(ncclComm_t comm);
+/* The same, for a host wait loop whose transport had nothing to progress for
+ * a while: a peer the watcher saw end becomes the failure now (its last
+ * messages, if any, were received by then). */
+int mpccl_comm_failed_idle(ncclComm_t comm);
+/* Whether the peer watcher saw peer die. */
+int mpccl_comm_peer_dead(ncclComm_t comm, int peer);
+/* Re-records the communicator's failure as the calling thread's last error,
+ * prefixed by fn, and returns MPCCL_ERR_REMOTE. */
+mpccl_status_t mpccl_comm_fail_report(ncclComm_t comm, const char *fn);
+
+/* Sends the revoke message to every live peer, once (later calls progress
+ * nothing and return).  Only the thread that drives comm's transport may call
+ * it: host communicators, from their calls. */
+void mpccl_comm_send_revoke(ncclComm_t comm);
+
+
+#endif
