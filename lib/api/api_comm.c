@@ -12,6 +12,7 @@
 #include "mpccl.h"
 #include "onesided/onesided_win.h"
 #ifdef MPCCL_HAVE_CUDA
+#include "gpu/gpu_abort.h"
 #include "gpu/gpu_launch.h"
 #endif
 
@@ -448,9 +449,8 @@ MPCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUni
 
 /* Host communicators: a call returns when its data is complete, so nothing is
  * in flight to stop; the communicator stops taking work and keeps its
- * transport for ncclCommShrink.  GPU communicators: launched kernels cannot
- * be stopped yet (the flat kernels have no abort word), so it is refused
- * rather than pretending. */
+ * transport for ncclCommShrink.  GPU communicators: launched kernels leave
+ * their wait loops (the abort word, lib/gpu/gpu_abort.c) and exit. */
 MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
 {
     static const char fn[] = "ncclCommRevoke";
@@ -458,12 +458,11 @@ MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
     if (st == MPCCL_OK && revokeFlags != 0)
         st = mpccl_fail(MPCCL_ERR_ARG, "%s: argument revokeFlags = %#x, expected 0 (no flags are defined)", fn,
                         revokeFlags);
-    if (st == MPCCL_OK && comm->cuda_dev >= 0)
-        st = mpccl_fail(MPCCL_ERR_USAGE,
-                        "%s: GPU communicators cannot be revoked yet: kernels already launched cannot be stopped "
-                        "(ncclCommAbort releases the communicator instead)",
-                        fn);
     if (st == MPCCL_OK) {
+        /* -- GPU communicators: stop the kernels in flight (gpu_abort.c) -- */
+#ifdef MPCCL_HAVE_CUDA
+        if (comm->cuda_dev >= 0) mpccl_gpu_comm_stop(comm);
+#endif
         comm->revoked = 1;
         MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d revoked", (unsigned long long)comm->id, comm->rank);
     }
@@ -472,10 +471,10 @@ MPCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags)
 
 /* ---- suspend, resume, memory statistics ---- */
 
-/* A host communicator holds no GPU memory: suspending it releases nothing and
- * only stops it taking work until ncclCommResume.  A GPU communicator's
- * memory (mapped by its peers, possibly held by captured graphs) cannot be
- * released and restored yet, so suspending one is refused. */
+/* Suspending releases nothing (ncclStatGpuMemSuspend reports 0): a GPU
+ * communicator's memory is mapped by its peers and possibly held by captured
+ * graphs.  The communicator stops taking work until ncclCommResume; a GPU
+ * communicator's launches complete first. */
 MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)
 {
     static const char fn[] = "ncclCommSuspend";
@@ -485,11 +484,10 @@ MPCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags)
                         flags);
     if (st == MPCCL_OK && comm->suspended)
         st = mpccl_fail(MPCCL_ERR_USAGE, "%s: comm %p is suspended already", fn, (void *)comm);
-    if (st == MPCCL_OK && comm->cuda_dev >= 0)
-        st = mpccl_fail(MPCCL_ERR_USAGE,
-                        "%s: releasing a GPU communicator's memory is not supported yet (its peers map it; captured "
-                        "graphs may hold it)",
-                        fn);
+#ifdef MPCCL_HAVE_CUDA
+    /* -- GPU communicators: its launches complete before it is suspended -- */
+    if (st == MPCCL_OK && comm->cuda_dev >= 0) st = mpccl_gpu_comm_quiesce(comm, fn);
+#endif
     if (st == MPCCL_OK) comm->suspended = 1;
     return mpccl_result(st);
 }
@@ -603,11 +601,6 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
                                        "%s: argument shrinkFlags = %#x, expected NCCL_SHRINK_DEFAULT or "
                                        "NCCL_SHRINK_ABORT",
                                        fn, shrinkFlags));
-    if (shrinkFlags == NCCL_SHRINK_ABORT && comm->cuda_dev >= 0)
-        return mpccl_result(mpccl_fail(MPCCL_ERR_USAGE,
-                                       "%s: NCCL_SHRINK_ABORT on a GPU communicator: stopping kernels that wait for "
-                                       "a failed peer is not supported yet (ncclCommAbort the parent instead)",
-                                       fn));
 #ifdef MPCCL_HAVE_CUDA
     /* Spanning nodes always has the proxy attached (mpccl_gpu_setup). */
     if (comm->gpu != NULL && mpccl_gpu_proxy(comm) != NULL)
@@ -655,6 +648,16 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
     job->cuda_dev = comm->cuda_dev;
     job->parent = comm;
     job->survivors = survivors;
+#ifdef MPCCL_HAVE_CUDA
+    /* -- NCCL_SHRINK_ABORT on a GPU communicator: the parent's kernels stop
+     * and exit before the child is built (gpu_abort.c); the parent takes no
+     * more work and keeps its mappings until it is destroyed or aborted -- */
+    if (shrinkFlags == NCCL_SHRINK_ABORT && comm->cuda_dev >= 0) {
+        mpccl_gpu_comm_stop(comm);
+        mpccl_gpu_comm_drain_logged(comm);
+        comm->revoked = 1;
+    }
+#endif
     return mpccl_result(mpccl_group_defer_init(init_shrink, job));
 }
 
@@ -716,6 +719,10 @@ MPCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *as
     if (st == MPCCL_OK && comm == NULL) st = mpccl_fail(MPCCL_ERR_ARG, "ncclCommGetAsyncError: argument comm is NULL");
     if (st == MPCCL_OK) st = mpccl_check_ptr("ncclCommGetAsyncError", "asyncError", asyncError);
     if (st != MPCCL_OK) return mpccl_result(st);
+#ifdef MPCCL_HAVE_CUDA
+    /* -- GPU communicators: a kernel that hit MPCCL_OP_TIMEOUT (gpu_abort.c) -- */
+    if (comm->state != MPCCL_COMM_INITIALIZING) (void)mpccl_gpu_comm_check_hang(comm);
+#endif
     *asyncError = comm->state == MPCCL_COMM_INITIALIZING ? ncclInProgress : comm->async_error;
     return ncclSuccess;
 }
