@@ -702,13 +702,25 @@ MPCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
     return ncclSuccess;
 }
 
+static mpccl_status_t abort_release(void *arg)
+{
+    mpccl_comm_release((ncclComm_t)arg, 1);
+    return MPCCL_OK;
+}
+
+/* Inside a group the release runs at ncclGroupEnd, after every communicator
+ * aborted in the group was stopped: their kernels may share streams, and one
+ * must not wait for another's that nobody stopped yet. */
 MPCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
 {
     mpccl_status_t st = check_handle("ncclCommAbort", comm);
     if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
     comm->aborting = 1;
-    mpccl_comm_release(comm, 1);
-    return ncclSuccess;
+#ifdef MPCCL_HAVE_CUDA
+    /* -- GPU communicators: their kernels stop at once (gpu_abort.c) -- */
+    if (comm->cuda_dev >= 0) mpccl_gpu_comm_stop(comm);
+#endif
+    return mpccl_result(mpccl_group_defer_init(abort_release, comm));
 }
 
 /* ---- queries ---- */

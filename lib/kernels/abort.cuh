@@ -22,7 +22,9 @@
 #include <stdint.h>
 #include "kernels/abort.h"
 
-#define MPCCL_ABORT_SPINS 4096u
+// ~1 us of PCIe per 1024 spins of a loop that waits anyway; a launch queued
+// behind a stopped one exits after one such period (~0.5-1 ms).
+#define MPCCL_ABORT_SPINS 1024u
 
 // Per CTA: nonzero once it gave up.
 static __shared__ uint32_t mpccl_abort_seen;
