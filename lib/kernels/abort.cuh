@@ -7,8 +7,10 @@
 // word (sticky "this CTA gave up") and counts spins; only every
 // MPCCL_ABORT_SPINS spins does it read the mapped abort word (~1 us over PCIe)
 // and %globaltimer.  Once a CTA gave up, every later wait of it returns at
-// once (the data is garbage: the communicator is dead) and the chunk loops
-// stop, so the launch exits within a few milliseconds.
+// once (the data is garbage: the communicator is dead), so the launch runs
+// through its remaining steps without waiting and exits within milliseconds.
+// Where garbage could be a pointer (the window kernels' exchanged buffers),
+// the kernel checks mpccl_aborted() after a barrier and skips its work.
 //
 // Usage: mpccl_abort_begin(arg) by thread 0 before the kernel's first
 // __syncthreads; in a wait loop

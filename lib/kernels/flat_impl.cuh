@@ -498,7 +498,10 @@ template <int DT, int OP> struct flat {
         uint64_t per = two ? cap * N : cap, nch = (a.count + per - 1) / per;
         if (a.ll_bytes) nch = 1; /* the host sends only one-chunk calls to LL */
         for (uint64_t c = 0; c < nch && a.ll_bytes; c++) chunk_ll((epoch + 1u) & 1u, epoch + 1u);
-        for (uint64_t c = 0; c < nch && !a.ll_bytes && !mpccl_aborted(); c++) {
+        /* (after an abort every wait returns at once: the remaining chunks
+         * only move garbage; a per-thread break here could split the CTA
+         * around its barriers) */
+        for (uint64_t c = 0; c < nch && !a.ll_bytes; c++) {
             uint32_t seq = epoch + (uint32_t)c + 1u, p = seq & 1u;
             if (two) chunk_two_shot(c, p, seq);
             else chunk(c, p, seq);
