@@ -66,30 +66,29 @@ __device__ __forceinline__ uint32_t mpccl_abort_ld(const volatile uint32_t *p)
     return v;
 }
 
-// The slow part: the mapped word, then the clock.
-__device__ __noinline__ bool mpccl_abort_slow(const mpccl_abort_arg_t &a, mpccl_abort_wait &st,
-                                              const mpccl_abort_why &why)
+// The slow part: the mapped word, then the clock.  Arguments by value (a
+// reference into the kernel's parameters or the loop's registers would push
+// them to local memory): returns MPCCL_ABORT_GIVE_UP, or the wait's deadline.
+#define MPCCL_ABORT_GIVE_UP (~0ull)
+__device__ __noinline__ unsigned long long mpccl_abort_slow(mpccl_gpu_abort_t *w, uint32_t seq,
+                                                            unsigned long long deadline, mpccl_abort_why why)
 {
-    mpccl_gpu_abort_t *w = a.word;
-    if (w == nullptr) return false;
+    if (w == nullptr) return deadline;
     if (mpccl_abort_ld(&w->stop)) {
         *(volatile uint32_t *)&mpccl_abort_seen = 1;
-        return true;
+        return MPCCL_ABORT_GIVE_UP;
     }
     const unsigned long long timeout = *(volatile unsigned long long *)&w->timeout_ns;
-    if (timeout == 0) return false;
+    if (timeout == 0) return deadline;
     const unsigned long long now = mpccl_globaltimer();
-    if (st.deadline == 0) {
-        st.deadline = now + timeout;
-        return false;
-    }
-    if (now < st.deadline) return false;
+    if (deadline == 0) return now + timeout;
+    if (now < deadline) return deadline;
     // Timed out: the first kernel of the communicator records why, then all stop.
     if (atomicCAS_system((unsigned int *)&w->hung, 0u, 1u) == 0u) {
         w->op = why.op;
         w->sub = why.sub;
         w->peer = why.peer;
-        w->seq = a.seq;
+        w->seq = seq;
         w->dtype = why.dtype;
         w->count = why.count;
         w->want = why.want;
@@ -100,7 +99,7 @@ __device__ __noinline__ bool mpccl_abort_slow(const mpccl_abort_arg_t &a, mpccl_
     __threadfence_system();
     w->stop = 1u;
     *(volatile uint32_t *)&mpccl_abort_seen = 1;
-    return true;
+    return MPCCL_ABORT_GIVE_UP;
 }
 
 // In a wait loop's body: true when the loop must give up.
@@ -110,7 +109,10 @@ __device__ __forceinline__ bool mpccl_abort_poll(const mpccl_abort_arg_t &a, mpc
     if (mpccl_aborted()) return true;
     if (++st.spins < MPCCL_ABORT_SPINS) return false;
     st.spins = 0;
-    return mpccl_abort_slow(a, st, why);
+    const unsigned long long r = mpccl_abort_slow(a.word, a.seq, st.deadline, why);
+    if (r == MPCCL_ABORT_GIVE_UP) return true;
+    st.deadline = r;
+    return false;
 }
 
 #endif
