@@ -30,6 +30,7 @@
 
 // Per CTA: nonzero once it gave up.
 static __shared__ uint32_t mpccl_abort_seen;
+// (everything here is static: each .cu gets its own copy, no link clashes)
 
 // Per wait loop, in registers.
 struct mpccl_abort_wait {
@@ -70,7 +71,7 @@ __device__ __forceinline__ uint32_t mpccl_abort_ld(const volatile uint32_t *p)
 // reference into the kernel's parameters or the loop's registers would push
 // them to local memory): returns MPCCL_ABORT_GIVE_UP, or the wait's deadline.
 #define MPCCL_ABORT_GIVE_UP (~0ull)
-__device__ __noinline__ unsigned long long mpccl_abort_slow(mpccl_gpu_abort_t *w, uint32_t seq,
+static __device__ __noinline__ unsigned long long mpccl_abort_slow(mpccl_gpu_abort_t *w, uint32_t seq,
                                                             unsigned long long deadline, mpccl_abort_why why)
 {
     if (w == nullptr) return deadline;
@@ -102,12 +103,13 @@ __device__ __noinline__ unsigned long long mpccl_abort_slow(mpccl_gpu_abort_t *w
     return MPCCL_ABORT_GIVE_UP;
 }
 
-// In a wait loop's body: true when the loop must give up.
+// In a wait loop's body: true when the loop must give up.  weight: spins one
+// pass counts for (loops that sleep ~0.5-1 us per pass use 8).
 __device__ __forceinline__ bool mpccl_abort_poll(const mpccl_abort_arg_t &a, mpccl_abort_wait &st,
-                                                 const mpccl_abort_why &why)
+                                                 const mpccl_abort_why &why, uint32_t weight = 1)
 {
     if (mpccl_aborted()) return true;
-    if (++st.spins < MPCCL_ABORT_SPINS) return false;
+    if ((st.spins += weight) < MPCCL_ABORT_SPINS) return false;
     st.spins = 0;
     const unsigned long long r = mpccl_abort_slow(a.word, a.seq, st.deadline, why);
     if (r == MPCCL_ABORT_GIVE_UP) return true;

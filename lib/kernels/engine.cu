@@ -249,7 +249,7 @@ struct engine {
                 continue;
             }
             /* nothing can move: aborted or timed out? */
-            if (mpccl_abort_poll(a.ab, w, stuck())) {
+            if (mpccl_abort_poll(a.ab, w, stuck(), 8)) {
                 sh.act = ACT_EXIT;
                 return;
             }

@@ -272,7 +272,7 @@ struct p2p {
                 return;
             }
             /* nothing can move: aborted or timed out? (peer: the first call left) */
-            if (mpccl_abort_poll(a.ab, w, stuck())) {
+            if (mpccl_abort_poll(a.ab, w, stuck(), spin ? 1 : 8)) {
                 sh.act = -1;
                 return;
             }
