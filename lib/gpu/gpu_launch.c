@@ -299,9 +299,6 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
     mpccl_os_remote_free(s->os_remote); /* the proxy no longer delivers into it */
     s->os_remote = NULL;
     if (comm->aborting) {
-        /* Abort must return: a kernel of this communicator may be waiting on a
-         * dead peer, and cudaFree would wait for it.  Its device memory (plans,
-         * scratch, mailboxes) stays allocated for the life of the process. */
         /* Peers (which may still run) map the mailboxes and the flat region,
          * captured graphs may still hold launches, and cudaFree would wait
          * for every kernel of the device (another communicator's, not aborted
