@@ -335,8 +335,7 @@ MPCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
 {
     mpccl_status_t st = check_handle("ncclCommAbort", comm);
     if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
-    mpccl_comm_abort(comm);
-    return ncclSuccess;
+    return mpccl_result(mpccl_comm_abort(comm));
 }
 
 /* ---- queries ---- */
@@ -347,6 +346,7 @@ MPCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *as
     if (st == MPCCL_OK && comm == NULL) st = mpccl_fail(MPCCL_ERR_ARG, "ncclCommGetAsyncError: argument comm is NULL");
     if (st == MPCCL_OK) st = mpccl_check_ptr("ncclCommGetAsyncError", "asyncError", asyncError);
     if (st != MPCCL_OK) return mpccl_result(st);
+    if (comm->state != MPCCL_COMM_INITIALIZING) comm->exec->poll_error(comm);
     *asyncError = comm->state == MPCCL_COMM_INITIALIZING ? ncclInProgress : comm->async_error;
     return ncclSuccess;
 }

@@ -8,6 +8,7 @@
 #include "core/comm.h"
 #include "core/tags.h"
 #include "core/comm_fail.h"
+#include "core/group.h"
 #include "core/topo.h"
 #include "devapi/devapi_comm.h"
 #include "onesided/onesided_win.h"
@@ -192,11 +193,23 @@ void mpccl_comm_destroy(ncclComm_t comm)
     mpccl_comm_release(comm, comm->aborting);
 }
 
-void mpccl_comm_abort(ncclComm_t comm)
+static mpccl_status_t abort_release(void *arg)
+{
+    ncclComm_t comm = arg;
+    comm->exec->abort(comm); /* GPU: waits, boundedly, for its kernels to exit */
+    mpccl_comm_release(comm, 1);
+    return MPCCL_OK;
+}
+
+/* The work in flight stops at once; inside a group the release runs at
+ * ncclGroupEnd, after every communicator aborted in the group was stopped:
+ * their kernels may share streams, and one must not wait for another's that
+ * nobody stopped yet. */
+mpccl_status_t mpccl_comm_abort(ncclComm_t comm)
 {
     comm->aborting = 1;
-    comm->exec->abort(comm);
-    mpccl_comm_release(comm, 1);
+    comm->exec->stop(comm);
+    return mpccl_group_defer_init(abort_release, comm);
 }
 
 mpccl_status_t mpccl_comm_revoke(const char *fn, ncclComm_t comm)

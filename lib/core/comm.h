@@ -79,7 +79,7 @@ void mpccl_comm_release(ncclComm_t comm, int force);
 void mpccl_comm_finalize(ncclComm_t comm);
 /* ncclCommDestroy (released like an abort once it failed) and ncclCommAbort. */
 void mpccl_comm_destroy(ncclComm_t comm);
-void mpccl_comm_abort(ncclComm_t comm);
+mpccl_status_t mpccl_comm_abort(ncclComm_t comm);
 /* ncclCommRevoke after the checks: the executor stops in-flight work (or
  * refuses), then the communicator takes no more work. */
 mpccl_status_t mpccl_comm_revoke(const char *fn, ncclComm_t comm);

@@ -83,5 +83,11 @@ mpccl_status_t mpccl_comm_shrink(const char *fn, ncclComm_t parent, int *survivo
      * ends it, so that it reaches this shrink too (host communicators: their
      * calls drive the transport from this thread). */
     if (abort && !parent->exec->on_streams) mpccl_comm_send_revoke(parent);
+    /* GPU: the parent's kernels stop and exit before the child is built; the
+     * parent takes no more work and keeps its mappings until it is destroyed. */
+    if (abort && parent->exec->on_streams) {
+        parent->exec->abort(parent);
+        parent->revoked = 1;
+    }
     return mpccl_group_defer_init(init_shrink, job);
 }

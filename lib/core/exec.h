@@ -110,6 +110,9 @@ struct mpccl_executor {
     mpccl_status_t (*can_shrink)(ncclComm_t comm, const char *fn, int abort);
     /* ncclCommSuspend: whether its memory can be released. */
     mpccl_status_t (*can_suspend)(ncclComm_t comm, const char *fn);
+    /* ncclCommGetAsyncError: turn a failure only the executor sees (a GPU
+     * kernel that hit MPCCL_OP_TIMEOUT) into the communicator's async error. */
+    void (*poll_error)(ncclComm_t comm);
 };
 
 typedef struct mpccl_executor mpccl_executor_t;

@@ -450,6 +450,12 @@ MPCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const
     return ncclSuccess;
 }
 
+void mpccl_devcomm_stop_all(ncclComm_t comm)
+{
+    for (struct mpccl_devcomm *d = comm->devcomms; d; d = d->next)
+        if (d->abort_word) __atomic_store_n(d->abort_word, 1u, __ATOMIC_RELEASE);
+}
+
 void mpccl_devcomm_release_all(ncclComm_t comm)
 {
     while (comm->devcomms) {

@@ -14,5 +14,8 @@ mpccl_status_t mpccl_lsa_setup(ncclComm_t comm, const mpccl_dev_link_t *links);
 /* Releases every device communicator still live (ncclCommDestroy/Abort);
  * kernels still waiting in their barriers are told to give up. */
 void mpccl_devcomm_release_all(ncclComm_t comm);
+/* Tells kernels waiting in the device communicators' barriers to give up
+ * (mpccl_gpu_comm_stop); releases nothing. */
+void mpccl_devcomm_stop_all(ncclComm_t comm);
 
 #endif

@@ -542,6 +542,8 @@ void mpccl_gpu_comm_destroy(mpccl_gpu_comm_t *g)
     if (g == NULL) return;
     int saved = -1;
     int pushed = mpccl_cuda_push_device(g->dev, &saved) == MPCCL_OK;
+    mpccl_gpu_abort_free(g->abort); /* no kernel of the communicator runs any more */
+    g->abort = NULL;
     for (int j = 0; j < g->nranks; j++) {
         if (g->peer_mailbox && g->peer_mailbox[j]) mpccl_ipc_release(&g->peer_desc[j]);
         if (g->seg_tx && g->seg_tx[j]) seg_put(g->seg_tx[j]);

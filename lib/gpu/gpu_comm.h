@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "bootstrap/bootstrap.h"
+#include "gpu/gpu_abort.h"
 #include "gpu/gpu_ipc.h"
 #include "kernels/devplan.h"
 #include "algo/algo_plan.h"
@@ -51,6 +52,7 @@ typedef struct mpccl_gpu_comm {
     mpccl_host_seg_t **seg_rx;    /* [nranks] HOST peers: segment for peer -> me (I created it) */
     mpccl_host_seg_t **seg_tx;    /* [nranks] HOST peers: segment for me -> peer */
     uint64_t nonce;               /* names this communicator's shared memory segments */
+    mpccl_gpu_abort_ctl_t *abort; /* the abort word every kernel of the communicator checks */
 } mpccl_gpu_comm_t;
 
 /* Collective over bs (the ranks of topo): binds cuda_dev, agrees on the

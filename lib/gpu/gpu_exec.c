@@ -11,6 +11,7 @@
 #include "algo/algo_p2p_schedule.h"
 #include "core/group.h"
 #include "gpu/gpu_cuda_rt.h"
+#include "gpu/gpu_abort.h"
 #include "gpu/gpu_launch.h"
 #include "onesided/onesided_win.h"
 #include "util/log.h"
@@ -109,11 +110,7 @@ static int gpu_rma_reaches_all(ncclComm_t comm)
 
 static mpccl_status_t gpu_can_shrink(ncclComm_t comm, const char *fn, int abort)
 {
-    if (abort)
-        return mpccl_fail(MPCCL_ERR_USAGE,
-                          "%s: NCCL_SHRINK_ABORT on a GPU communicator: stopping kernels that wait for a failed "
-                          "peer is not supported yet (ncclCommAbort the parent instead)",
-                          fn);
+    (void)abort; /* NCCL_SHRINK_ABORT: the core stops the parent's kernels first */
     /* Spanning nodes always has the proxy attached (mpccl_gpu_setup). */
     if (mpccl_gpu_proxy(comm) != NULL)
         return mpccl_fail(MPCCL_ERR_USAGE,
@@ -124,15 +121,18 @@ static mpccl_status_t gpu_can_shrink(ncclComm_t comm, const char *fn, int abort)
     return MPCCL_OK;
 }
 
-/* A GPU communicator's memory (mapped by its peers, possibly held by
- * captured graphs) cannot be released and restored yet. */
+/* Suspending releases nothing (its peers map the memory; captured graphs may
+ * hold it): the communicator's launches complete first (gpu_abort.c). */
 static mpccl_status_t gpu_can_suspend(ncclComm_t comm, const char *fn)
 {
-    (void)comm;
-    return mpccl_fail(MPCCL_ERR_USAGE,
-                      "%s: releasing a GPU communicator's memory is not supported yet (its peers map it; captured "
-                      "graphs may hold it)",
-                      fn);
+    return mpccl_gpu_comm_quiesce(comm, fn);
+}
+
+/* A kernel that hit MPCCL_OP_TIMEOUT left a hang record: it becomes the
+ * communicator's asynchronous error. */
+static void gpu_poll_error(ncclComm_t comm)
+{
+    (void)mpccl_gpu_comm_check_hang(comm);
 }
 
 /* launch and launch_p2p lead straight to the launch code (gpu_launch.c). */
@@ -168,6 +168,7 @@ static const mpccl_executor_t gpu_executor = {
     .revoke = mpccl_gpu_revoke,
     .can_shrink = gpu_can_shrink,
     .can_suspend = gpu_can_suspend,
+    .poll_error = gpu_poll_error,
 };
 
 const mpccl_executor_t *mpccl_gpu_executor(void)

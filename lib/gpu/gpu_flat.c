@@ -36,6 +36,7 @@ struct mpccl_flat_comm {
     int rank, nranks, dev;
     flat_settings_t set;
     int p2p_pull;  /* MPCCL_FLAT_P2P_PULL: registered send buffers offer themselves (local: the sender's say) */
+    mpccl_gpu_abort_ctl_t *abort; /* the communicator's abort word (gpu_abort.h) */
     void *region;
     mpccl_ipc_desc_t *desc;                  /* [nranks] */
     char *peer[MPCCL_FLAT_MAX_RANKS];        /* every region as this device sees it */
@@ -165,6 +166,7 @@ mpccl_status_t mpccl_flat_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo
         return mpccl_fail(MPCCL_ERR_SYSTEM, "flat setup: out of memory");
     }
     f->rank = bs->rank;
+    f->abort = g->abort;
     f->nranks = n;
     f->dev = g->dev;
     f->set = set;
@@ -296,6 +298,7 @@ static mpccl_status_t launch_window(const mpccl_flat_comm_t *f, const mpccl_call
     uint64_t in_bytes = d->count * esz * (d->coll == MPCCL_COLL_REDUCESCATTER ? n : 1);
     uint64_t out_bytes = d->count * esz * (d->coll == MPCCL_COLL_ALLGATHER || d->coll == MPCCL_COLL_ALLTOALL ? n : 1);
     if (!window_buffers(f, call, in_bytes, out_bytes, in_remote, out_remote, &a)) return MPCCL_OK;
+    a.ab = mpccl_gpu_abort_arg(f->abort);
     a.in[f->rank] = (char *)call->task.in;
     a.out[f->rank] = (char *)call->task.out;
     uint64_t woff = mpccl_flat_win_off(f->nranks, f->set.slice_bytes, f->set.ll_max, f->set.p2p_slice);
@@ -346,6 +349,7 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
     a.sub_elems = geo.sub_elems;
     a.stride = geo.stride;
     a.ll_bytes = geo.ll_bytes;
+    a.ab = mpccl_gpu_abort_arg(f->abort);
     return mpccl_flat_launch(&a, geo.ctas, stream);
 }
 #endif
@@ -403,5 +407,6 @@ mpccl_status_t mpccl_flat_launch_p2p(const mpccl_flat_comm_t *f, mpccl_call_t **
     a.h.nops = k;
     a.h.send_ctas = send_grid;
     if (k == 0) return MPCCL_OK;
+    a.h.ab = mpccl_gpu_abort_arg(f->abort);
     return mpccl_flat_p2p_launch(&a, send_grid + recv_grid, stream);
 }

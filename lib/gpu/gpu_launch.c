@@ -10,6 +10,7 @@
 #include "util/config.h"
 #include "gpu/gpu_cuda_rt.h"
 #include "devapi/devapi_comm.h"
+#include "gpu/gpu_abort.h"
 #include "gpu/gpu_comm.h"
 #include "gpu/gpu_flat.h"
 #include "gpu/gpu_launch.h"
@@ -220,6 +221,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     comm->gpu = s;
     MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, &s->g), st, out);
+    MPCCL_CHECK_GOTO(mpccl_gpu_abort_create(&s->g->abort), st, out);
     /* Between nodes the engine needs the proxy from the start; a node's peers
      * without P2P need it only for one-sided operations, so it waits for the
      * first window (mpccl_gpu_onesided_channel): until then the communicator
@@ -256,26 +258,27 @@ void mpccl_gpu_finalize(ncclComm_t comm)
     if (saved >= 0) mpccl_cuda_restore_device(saved);
 }
 
-/* Launched kernels cannot be told to stop yet (the flat kernels have no abort
- * word): the forced release that follows leaves the memory they may still use
- * allocated instead (mpccl_gpu_release). */
+/* ncclCommAbort, NCCL_SHRINK_ABORT: the kernels were told to stop
+ * (mpccl_gpu_stop); wait, boundedly, until they exited.  Memory a kernel that
+ * outlived the bound may still use stays allocated (mpccl_gpu_release). */
 void mpccl_gpu_abort(ncclComm_t comm)
 {
-    (void)comm;
+    mpccl_gpu_comm_stop(comm);
+    mpccl_gpu_comm_drain_logged(comm);
 }
 
 void mpccl_gpu_stop(ncclComm_t comm)
 {
-    (void)comm;
+    mpccl_gpu_comm_stop(comm);
 }
 
+/* ncclCommRevoke: launched kernels leave their wait loops (the abort word,
+ * gpu_abort.c) and exit; later calls are refused by the core. */
 mpccl_status_t mpccl_gpu_revoke(ncclComm_t comm, const char *fn)
 {
-    (void)comm;
-    return mpccl_fail(MPCCL_ERR_USAGE,
-                      "%s: GPU communicators cannot be revoked yet: kernels already launched cannot be stopped "
-                      "(ncclCommAbort releases the communicator instead)",
-                      fn);
+    (void)fn;
+    mpccl_gpu_comm_stop(comm);
+    return MPCCL_OK;
 }
 
 static void free_plans(mpccl_gpu_state_t *s)
@@ -299,6 +302,17 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
     int saved = -1;
     if (!s) return;
     mpccl_cuda_push_device(comm->cuda_dev, &saved);
+    /* Abort: every kernel of the communicator leaves its wait loops (its abort
+     * word), then the launches are given a bounded time to exit. */
+    int drained = 0;
+    if (comm->aborting) {
+        mpccl_gpu_comm_stop(comm);
+        drained = mpccl_gpu_comm_drain(comm, MPCCL_GPU_ABORT_DRAIN_MS);
+        if (!drained)
+            MPCCL_WARN(MPCCL_SUB_INIT, "comm 0x%llx rank %d aborted: its kernels did not exit within %d ms; its "
+                       "device memory is left allocated", (unsigned long long)comm->id, comm->rank,
+                       MPCCL_GPU_ABORT_DRAIN_MS);
+    }
     /* Work still queued on user streams uses these resources (NCCL's destroy
      * waits for it too). */
     if (!force) cudaDeviceSynchronize();
@@ -308,11 +322,13 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
     mpccl_os_remote_free(s->os_remote); /* the proxy no longer delivers into it */
     s->os_remote = NULL;
     if (comm->aborting) {
-        /* Abort must return: a kernel of this communicator may be waiting on a
-         * dead peer, and cudaFree would wait for it.  Its device memory (plans,
-         * scratch, mailboxes) stays allocated for the life of the process. */
-        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx aborted: its device memory is left allocated (a kernel may "
-                   "still be running)", (unsigned long long)comm->id);
+        /* Peers (which may still run) map the mailboxes and the flat region,
+         * captured graphs may still hold launches, and cudaFree would wait
+         * for every kernel of the device (another communicator's, not aborted
+         * yet, may still spin): the device memory stays allocated for the
+         * life of the process. */
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx aborted: its kernels %s; its device memory is left allocated",
+                   (unsigned long long)comm->id, drained ? "exited" : "may still be running");
         mpccl_flat_destroy(s->flat, 1);
         if (saved >= 0) mpccl_cuda_restore_device(saved);
         comm->gpu = NULL;
@@ -566,6 +582,35 @@ static mpccl_status_t join_streams(mpccl_gpu_state_t *s, mpccl_call_t **calls, i
     return MPCCL_OK;
 }
 
+/* ---- abort (gpu_abort.c) ---- */
+
+mpccl_gpu_abort_ctl_t *mpccl_gpu_abort_ctl(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    return s && s->g ? s->g->abort : NULL;
+}
+
+int mpccl_gpu_launches_done(ncclComm_t comm)
+{
+    mpccl_gpu_state_t *s = comm->gpu;
+    if (!s || !s->have_last) return 1;
+    cudaError_t e = cudaEventQuery(s->last_done);
+    if (e == cudaErrorNotReady) return 0;
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return 1;
+}
+
+/* A timed-out kernel or a stopped communicator takes no new work. */
+static mpccl_status_t check_stopped(ncclComm_t comm)
+{
+    MPCCL_CHECK(mpccl_gpu_comm_check_hang(comm));
+    if (mpccl_gpu_abort_raised(mpccl_gpu_abort_ctl(comm)))
+        return mpccl_fail(MPCCL_ERR_REMOTE, "comm 0x%llx rank %d: the communicator's GPU kernels were stopped "
+                          "(a peer failed); abort or shrink it",
+                          (unsigned long long)comm->id, comm->rank);
+    return MPCCL_OK;
+}
+
 mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
 {
     ncclComm_t comm = calls[0]->comm;
@@ -575,6 +620,7 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
     mpccl_status_t st;
     if (n > MPCCL_ENGINE_MAX_BUFS - 3)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "p2p launch of %d calls (at most %d)", n, MPCCL_ENGINE_MAX_BUFS - 3);
+    if ((st = check_stopped(comm)) != MPCCL_OK) return st;
     if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     cudaStream_t stream = (cudaStream_t)calls[0]->stream;
@@ -598,6 +644,7 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
         a.buf[3 + i] = calls[i]->desc.coll == MPCCL_COLL_SEND ? (void *)calls[i]->task.in : calls[i]->task.out;
     a.dtype = ncclUint8;
     a.op = MPCCL_OP_SUM;
+    a.ab = mpccl_gpu_abort_arg(s->g->abort);
     if (pe->sched.nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream), st, out);
     MPCCL_CHECK_GOTO(join_streams(s, calls, n, 1), st, out);
     st = after_launch(s, stream, capturing);
@@ -753,6 +800,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     plan_entry_t *pe = NULL;
     int saved = -1;
     mpccl_status_t st;
+    if ((st = check_stopped(comm)) != MPCCL_OK) return st;
     if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     if (single_rank_copy(comm, call, stream, &st)) goto out;
@@ -781,6 +829,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     a.op = call->desc.op;
     a.divisor = call->task.divisor;
     memcpy(a.scalar, call->task.scalar, sizeof(a.scalar));
+    a.ab = mpccl_gpu_abort_arg(s->g->abort);
     if (sc->needs_prescale && sc->in_elems) {
         void *pre = (char *)scratch + tmp_bytes;
         MPCCL_CHECK_GOTO(scale_input(call, pre, sc->in_elems, stream), st, out);

@@ -56,6 +56,10 @@ struct mpccl_proxy_work *mpccl_gpu_proxy_work(ncclComm_t comm);
  * if the communicator has none yet (first window registration; collective
  * only in that every rank calls it there). */
 mpccl_status_t mpccl_gpu_onesided_channel(ncclComm_t comm);
+/* The communicator's abort word (NULL: none yet) and whether its last
+ * launch outside graphs has finished (gpu_abort.c). */
+struct mpccl_gpu_abort_ctl *mpccl_gpu_abort_ctl(ncclComm_t comm);
+int mpccl_gpu_launches_done(ncclComm_t comm);
 /* MPCCL_LINK_* of the engine's link to peer (NONE for itself or out of range). */
 int mpccl_gpu_link_kind(ncclComm_t comm, int peer);
 #endif

@@ -270,6 +270,7 @@ const mpccl_executor_t mpccl_host_executor = {
     .rma_reaches_all = host_rma_reaches_all,
     .device_api = 0,
     .stop = host_stop,
+    .poll_error = host_stop,
     .abort = host_comm_noop,
     .revoke = host_revoke,
     .can_shrink = host_can_shrink,

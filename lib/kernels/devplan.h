@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "kernels/abort.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -104,6 +106,7 @@ typedef struct mpccl_engine_args {
     unsigned char scalar[8];      /* STEP_SCALE: one element of dtype */
     uint32_t *proxy_count;        /* between nodes: launches finished (device memory) ... */
     uint32_t *proxy_done;         /* ... stored here by the last CTA (pinned; lib/gpu/gpu_proxy.h) */
+    mpccl_abort_arg_t ab;         /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_engine_args_t;
 
 /* Partition of a step's count among the CTAs: CTA g owns elements

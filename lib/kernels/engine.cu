@@ -31,6 +31,7 @@ extern "C" {
 #include "util/status.h"
 #include "gpu/gpu_plan.h"
 }
+#include "kernels/abort.cuh"
 #include "kernels/elementwise.cuh"
 #include "kernels/engine.h"
 #include "kernels/proxy_done.cuh"
@@ -191,10 +192,23 @@ struct engine {
         return true;
     }
 
+    /* Thread 0: why this CTA waits (the first message step not done). */
+    __device__ mpccl_abort_why stuck() const
+    {
+        for (uint32_t k = 0; k < sh.na; k++) {
+            const win_entry &e = sh.w[k];
+            if (!e.done && (e.st.kind == MPCCL_STEP_SEND || e.st.kind == MPCCL_STEP_RECV))
+                return mpccl_abort_why{MPCCL_ABORT_OP_ENGINE, (int32_t)e.st.kind, e.st.peer, a.dtype, e.st.count,
+                                       0u, nullptr};
+        }
+        return mpccl_abort_why{MPCCL_ABORT_OP_ENGINE, 0, -1, a.dtype, 0, 0u, nullptr};
+    }
+
     /* Thread 0: picks the next action (sleeping while nothing can move). */
     __device__ void select()
     {
         unsigned backoff = 0;
+        mpccl_abort_wait w{};
         for (;;) {
             bool moved = false;
             refill();
@@ -233,6 +247,11 @@ struct engine {
             if (moved) {
                 backoff = 0;
                 continue;
+            }
+            /* nothing can move: aborted or timed out? */
+            if (mpccl_abort_poll(a.ab, w, stuck(), 8)) {
+                sh.act = ACT_EXIT;
+                return;
             }
             backoff = backoff ? (backoff < 512 ? backoff * 2 : 1024) : 32;
             __nanosleep(backoff);
@@ -297,6 +316,7 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
         sh.epoch = vload(plan->launches);
         sh.na = 0;
         sh.next = 0;
+        mpccl_abort_begin();
     }
     for (;;) {
         if (threadIdx.x == 0) eng.select();

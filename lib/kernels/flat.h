@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/abort.h"
 #include "kernels/flat_layout.h"
 #include "util/status.h"
 
@@ -31,6 +32,7 @@ typedef struct mpccl_flat_args {
     uint32_t stride;      /* bytes between the CTAs' areas in a slice (phase), or in the LL area */
     int32_t rank, nranks, root;
     int32_t mode, dtype, op;
+    mpccl_abort_arg_t ab; /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_flat_args_t;
 
 /* One send or receive of a p2p launch.  Both ends cut a message the same way
@@ -68,6 +70,7 @@ typedef struct mpccl_flat_p2p_head {
     uint32_t stride; /* bytes between CTAs' areas in a p2p slice */
     int32_t rank, nranks, nops;
     uint32_t send_ctas; /* CTAs [0, send_ctas) send, the rest receive */
+    mpccl_abort_arg_t ab; /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_flat_p2p_head_t;
 
 typedef struct mpccl_flat_p2p_args {
@@ -94,6 +97,7 @@ typedef struct mpccl_flat_win_args {
     int32_t rank, nranks, root;
     int32_t mode, dtype, op;
     int32_t exchange;
+    mpccl_abort_arg_t ab; /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_flat_win_args_t;
 
 /* Modes: ALLREDUCE_2, REDUCESCATTER, ALLGATHER, ALLTOALL (not in place),

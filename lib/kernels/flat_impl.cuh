@@ -32,6 +32,7 @@
 extern "C" {
 #include "util/status.h"
 }
+#include "kernels/abort.cuh"
 #include "kernels/elementwise.cuh"
 #include "kernels/flat.h"
 
@@ -143,16 +144,21 @@ __device__ __forceinline__ void ll_put(char *unit, uint64_t v, uint32_t seq)
                  "r"((uint32_t)(v >> 32)), "r"(seq)
                  : "memory");
 }
-/* Polls until both halves of the unit carry seq (each 8-byte half lands whole). */
-__device__ __forceinline__ uint64_t ll_get(const char *unit, uint32_t seq)
+/* Polls until both halves of the unit carry seq (each 8-byte half lands
+ * whole), or the communicator is aborted / the wait timed out (then garbage). */
+__device__ __forceinline__ uint64_t ll_get(const char *unit, uint32_t seq, const mpccl_abort_arg_t &ab,
+                                           const mpccl_abort_why &why)
 {
     uint32_t x, f1, y, f2;
-    do {
+    mpccl_abort_wait w{};
+    for (;;) {
         asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(x), "=r"(f1), "=r"(y), "=r"(f2)
                      : "l"(unit)
                      : "memory");
-    } while (f1 != seq || f2 != seq);
+        if (f1 == seq && f2 == seq) break;
+        if (mpccl_abort_poll(ab, w, why)) break;
+    }
     return (uint64_t)x | ((uint64_t)y << 32);
 }
 
@@ -217,13 +223,19 @@ template <int DT, int OP> struct flat {
                 *flag(j, phase, p, me) = seq;
             }
     }
+    /* Why a wait on peer j hangs (only built on the slow path). */
+    __device__ mpccl_abort_why why(int j, uint32_t seq, const volatile uint32_t *f) const
+    {
+        return mpccl_abort_why{MPCCL_ABORT_OP_FLAT, a.mode, j, a.dtype, a.count, seq, f};
+    }
     __device__ void wait(int phase, uint32_t p, uint32_t seq) const
     {
         for (int j = threadIdx.x; j < N; j += blockDim.x)
             if (j != me) {
                 volatile uint32_t *f = flag(me, phase, p, j);
-                while ((int32_t)(vload(f) - seq) < 0) {
-                }
+                mpccl_abort_wait w{};
+                while ((int32_t)(vload(f) - seq) < 0)
+                    if (mpccl_abort_poll(a.ab, w, why(j, seq, f))) break;
                 __threadfence();
             }
         __syncthreads();
@@ -437,7 +449,7 @@ template <int DT, int OP> struct flat {
             for (int64_t i = tid; i < units; i += nt) {
                 uint64_t acc = 0;
                 for (int s = 0; s < N; s++) {
-                    uint64_t v = s == me ? load8(own + 8 * i, nb - 8 * i) : ll_get(ll_area(me, s, p) + 16 * i, seq);
+                    uint64_t v = s == me ? load8(own + 8 * i, nb - 8 * i) : ll_get(ll_area(me, s, p) + 16 * i, seq, a.ab, why(s, seq, nullptr));
                     acc = s == 0 ? v : op8<DT, OP>(acc, v);
                 }
                 if (a.divisor) acc = div8<DT>(acc, a.divisor);
@@ -457,7 +469,7 @@ template <int DT, int OP> struct flat {
                         for (int64_t i = tid; i < units; i += nt) store8(dst + 8 * i, load8(src + 8 * i, nb - 8 * i), nb - 8 * i);
                 } else {
                     const char *src = ll_area(me, s, p);
-                    for (int64_t i = tid; i < units; i += nt) store8(dst + 8 * i, ll_get(src + 16 * i, seq), nb - 8 * i);
+                    for (int64_t i = tid; i < units; i += nt) store8(dst + 8 * i, ll_get(src + 16 * i, seq, a.ab, why(s, seq, nullptr)), nb - 8 * i);
                 }
             }
         }
@@ -465,8 +477,9 @@ template <int DT, int OP> struct flat {
         for (int j = tid; j < N; j += nt)
             if (j != me && !(n && ll_sends(j, me))) {
                 volatile uint32_t *f = flag(me, 0, p, j);
-                while ((int32_t)(vload(f) - seq) < 0) {
-                }
+                mpccl_abort_wait w{};
+                while ((int32_t)(vload(f) - seq) < 0)
+                    if (mpccl_abort_poll(a.ab, w, why(j, seq, f))) break;
             }
         __syncthreads();
     }
@@ -474,7 +487,10 @@ template <int DT, int OP> struct flat {
     __device__ void body() const
     {
         uint32_t *ctr = (uint32_t *)(a.region[me] + mpccl_flat_ctr_off(N, a.slice_bytes));
-        if (threadIdx.x == 0) sh.epoch = vload(ctr);
+        if (threadIdx.x == 0) {
+            sh.epoch = vload(ctr);
+            mpccl_abort_begin();
+        }
         __syncthreads();
         uint32_t epoch = sh.epoch;
         uint64_t cap = (uint64_t)G * a.sub_elems;
@@ -482,6 +498,9 @@ template <int DT, int OP> struct flat {
         uint64_t per = two ? cap * N : cap, nch = (a.count + per - 1) / per;
         if (a.ll_bytes) nch = 1; /* the host sends only one-chunk calls to LL */
         for (uint64_t c = 0; c < nch && a.ll_bytes; c++) chunk_ll((epoch + 1u) & 1u, epoch + 1u);
+        /* (after an abort every wait returns at once: the remaining chunks
+         * only move garbage; a per-thread break here could split the CTA
+         * around its barriers) */
         for (uint64_t c = 0; c < nch && !a.ll_bytes; c++) {
             uint32_t seq = epoch + (uint32_t)c + 1u, p = seq & 1u;
             if (two) chunk_two_shot(c, p, seq);

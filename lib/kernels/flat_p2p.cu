@@ -179,7 +179,11 @@ struct p2p {
         } else {
             const char *src = sh.ptrs.s[0];
             char *dst = sh.ptrs.d[0];
-            for (int64_t u = threadIdx.x; u < units; u += blockDim.x) store8(dst + 8 * u, ll_get(src + 16 * u, m), nb - 8 * u);
+            for (int64_t u = threadIdx.x; u < units; u += blockDim.x) store8(dst + 8 * u,
+                       ll_get(src + 16 * u, m, a.ab,
+                              mpccl_abort_why{MPCCL_ABORT_OP_FLAT_P2P, 0, ops[sh.act].peer, -1, ops[sh.act].bytes,
+                                              m, nullptr}),
+                       nb - 8 * u);
         }
     }
     /* A direct message has no slot to fit: it is one chunk per CTA, so each
@@ -200,11 +204,22 @@ struct p2p {
         return (op.bytes + chunk - 1) / chunk;
     }
 
+    /* Thread 0: why this CTA waits (the first call not finished). */
+    __device__ mpccl_abort_why stuck() const
+    {
+        for (int i = 0; i < a.nops; i++)
+            if (!sh.fin[i])
+                return mpccl_abort_why{MPCCL_ABORT_OP_FLAT_P2P, ops[i].send, ops[i].peer, -1, ops[i].bytes,
+                                       sh.chunks[i] + 1u, nullptr};
+        return mpccl_abort_why{MPCCL_ABORT_OP_FLAT_P2P, 0, -1, -1, 0, 0, nullptr};
+    }
+
     /* Thread 0: the next call that can move one chunk (sh.act), or -1 when
      * all are done; sleeps a little while nothing can move. */
     __device__ void select() const
     {
         unsigned backoff = 0;
+        mpccl_abort_wait w{};
         for (;;) {
             bool left = false, spin = false;
             for (int i = 0; i < a.nops; i++) {
@@ -253,6 +268,11 @@ struct p2p {
                 return;
             }
             if (!left) {
+                sh.act = -1;
+                return;
+            }
+            /* nothing can move: aborted or timed out? (peer: the first call left) */
+            if (mpccl_abort_poll(a.ab, w, stuck(), spin ? 1 : 8)) {
                 sh.act = -1;
                 return;
             }
@@ -319,6 +339,7 @@ struct p2p {
 
     __device__ void run() const
     {
+        if (threadIdx.x == 0) mpccl_abort_begin();
         if (threadIdx.x == 0)
             for (int i = 0; i < a.nops; i++) {
                 sh.chunks[i] = 0;

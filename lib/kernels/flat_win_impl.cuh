@@ -90,8 +90,11 @@ template <int DT, int OP> struct flat_win {
         for (int j = threadIdx.x; j < N; j += blockDim.x)
             if (j != me) {
                 volatile uint32_t *f = flag(me, j);
-                while ((int32_t)(vload(f) - v) < 0) {
-                }
+                mpccl_abort_wait w{};
+                while ((int32_t)(vload(f) - v) < 0)
+                    if (mpccl_abort_poll(a.ab, w,
+                                         mpccl_abort_why{MPCCL_ABORT_OP_FLAT_WIN, a.mode, j, a.dtype, a.count, v, f}))
+                        break;
                 __threadfence();
             }
         __syncthreads();
@@ -191,11 +194,16 @@ template <int DT, int OP> struct flat_win {
 
     __device__ void body() const
     {
-        if (threadIdx.x == 0) sh.epoch = *epoch();
+        if (threadIdx.x == 0) {
+            sh.epoch = *epoch();
+            mpccl_abort_begin();
+        }
         __syncthreads();
         uint32_t e = sh.epoch;
         if (a.exchange) publish_ptrs();
         barrier(e + 1u);
+        /* aborted: the exchanged pointers may be garbage, touch nothing */
+        if (mpccl_aborted()) return;
         collect_ptrs();
         work();
         barrier(e + 2u);

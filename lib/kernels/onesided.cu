@@ -1,6 +1,7 @@
 // Signal and wait kernels of one-sided operations (onesided.h).
 #include <cooperative_groups.h>
 
+#include "kernels/abort.cuh"
 #include "kernels/onesided.h"
 extern "C" {
 #include "gpu/gpu_cuda_rt.h" /* a C header without its own linkage block */
@@ -65,13 +66,21 @@ __global__ void __launch_bounds__(MPCCL_OS_PUT_THREADS)
 __global__ void mpccl_os_wait_kernel(mpccl_os_wait_args_t a)
 {
     if (threadIdx.x != 0) return;
-    for (uint32_t i = 0; i < a.n; i++) {
+    mpccl_abort_begin();
+    for (uint32_t i = 0; i < a.n && !mpccl_aborted(); i++) {
         volatile unsigned long long *s = (volatile unsigned long long *)(a.sig + a.idx[i]);
         unsigned long long want = a.expected[a.idx[i]] + a.cnt[i];
         /* spin hard first (a ping-pong's answer comes within microseconds),
          * then let the SM's other warps run */
-        for (uint32_t spins = 0; *s < want;)
+        mpccl_abort_wait w{};
+        for (uint32_t spins = 0; *s < want;) {
             if (++spins > 4096) __nanosleep(128);
+            if (mpccl_abort_poll(a.ab, w,
+                                 mpccl_abort_why{MPCCL_ABORT_OP_OS_WAIT, (int32_t)a.idx[i], a.peer[i], -1, a.cnt[i],
+                                                 (uint32_t)want, (const volatile uint32_t *)s}))
+                break;
+        }
+        if (mpccl_aborted()) break; /* the counts stay as they were */
         a.expected[a.idx[i]] = want;
     }
     // Reads of the window by later work on the stream come after the counts.

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/abort.h"
 #include "util/status.h"
 
 #ifdef __cplusplus
@@ -22,6 +23,8 @@ typedef struct mpccl_os_wait_args {
     uint32_t n;
     uint32_t idx[MPCCL_OS_WAIT_MAX]; /* counter index of each descriptor */
     uint32_t cnt[MPCCL_OS_WAIT_MAX]; /* signals to consume */
+    int32_t peer[MPCCL_OS_WAIT_MAX]; /* who signals (the hang record) */
+    mpccl_abort_arg_t ab;            /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_os_wait_args_t;
 
 /* After everything before it on stream: makes prior writes visible system

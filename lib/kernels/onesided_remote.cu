@@ -1,4 +1,5 @@
 // Kernels of one-sided operations with peers on other nodes (onesided_remote.h).
+#include "kernels/abort.cuh"
 #include "kernels/onesided_remote.h"
 #include "kernels/proxy_done.cuh"
 extern "C" {
@@ -22,16 +23,26 @@ __global__ void __launch_bounds__(REMOTE_PUT_THREADS) mpccl_os_remote_put_kernel
     __shared__ uint32_t base;
     const uint64_t payload = a.slot_bytes - MPCCL_OS_HDR_BYTES;
     const uint32_t n = a.bytes ? (uint32_t)((a.bytes + payload - 1) / payload) : 1u;
-    if (threadIdx.x == 0) base = atomicAdd(a.reserve, n);
+    if (threadIdx.x == 0) {
+        base = atomicAdd(a.reserve, n);
+        mpccl_abort_begin();
+    }
     __syncthreads();
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t p = base + i, slot = p % a.nslots;
         if (threadIdx.x == 0) {
             const uint32_t need = p - a.nslots + 1; // sends acknowledged before the slot is free
-            for (uint32_t spins = 0; (int32_t)(*a.link.tx_ack - need) < 0;)
+            mpccl_abort_wait w{};
+            for (uint32_t spins = 0; (int32_t)(*a.link.tx_ack - need) < 0;) {
                 if (++spins > 1024) __nanosleep(256);
+                if (mpccl_abort_poll(a.ab, w,
+                                     mpccl_abort_why{MPCCL_ABORT_OP_OS_PUT, (int32_t)a.win_id, a.peer, -1, a.bytes,
+                                                     need, a.link.tx_ack}))
+                    break;
+            }
         }
         __syncthreads();
+        if (mpccl_aborted()) break; /* the proxy is told nothing more: the channel is dead */
         const uint64_t off = (uint64_t)i * payload;
         const uint32_t len = (uint32_t)(a.bytes - off < payload ? a.bytes - off : payload);
         char *dst = a.link.tx_slots + (size_t)slot * a.slot_bytes + MPCCL_OS_HDR_BYTES;

@@ -43,6 +43,8 @@ typedef struct mpccl_os_remote_put {
     uint32_t win_id, sig;   /* as in the header; sig set on the last piece only */
     uint32_t *proxy_count;  /* puts finished (device memory), stored into proxy_done */
     uint32_t *proxy_done;   /* (pinned) once the last piece is raised (lib/gpu/gpu_proxy.h) */
+    int32_t peer;           /* the rank it goes to (the hang record) */
+    mpccl_abort_arg_t ab;   /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_os_remote_put_t;
 
 /* Copies src into the channel's slots piece by piece (waiting for free slots)

@@ -15,6 +15,7 @@
 #include "build_config.h"
 #include "util/config.h"
 #include "gpu/gpu_cuda_rt.h"
+#include "gpu/gpu_abort.h"
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_ipc.h"
 #include "kernels/onesided.h"
@@ -374,7 +375,8 @@ mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t byt
     uint64_t *word = remote ? NULL : g->peer_sig[peer] + idx;
     if (remote) {
         st = mpccl_os_remote_put(mpccl_gpu_os_remote(comm), mpccl_gpu_proxy_work(comm), peer, src, bytes,
-                                 w ? w->id : MPCCL_OS_NO_WIN, offset, (uint32_t)idx + 1, stream);
+                                 w ? w->id : MPCCL_OS_NO_WIN, offset, (uint32_t)idx + 1,
+                                 mpccl_gpu_abort_arg(mpccl_gpu_abort_ctl(comm)), stream);
     } else if (nctas) {
         /* One launch stores the data and signals. */
         st = mpccl_os_put_signal_launch(w->gpu->peer_base[peer] + offset, src, bytes, word, nctas, stream);
@@ -403,12 +405,14 @@ mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitS
     memset(&a, 0, sizeof(a));
     a.sig = g->peer_sig[comm->rank];
     a.expected = a.sig + comm->win->nsig_words;
+    a.ab = mpccl_gpu_abort_arg(mpccl_gpu_abort_ctl(comm));
     int saved;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     mpccl_status_t st = MPCCL_OK;
     for (int i = 0; i < ndesc && st == MPCCL_OK; i++) {
         a.idx[a.n] = (uint32_t)mpccl_sig_index(comm->nranks, descs[i].ctx, descs[i].sigIdx, descs[i].peer);
         a.cnt[a.n] = (uint32_t)descs[i].opCnt;
+        a.peer[a.n] = descs[i].peer;
         if (++a.n == MPCCL_OS_WAIT_MAX || i == ndesc - 1) {
             st = mpccl_os_wait_launch(&a, stream);
             a.n = 0;

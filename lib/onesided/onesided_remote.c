@@ -206,7 +206,8 @@ int mpccl_os_remote_reaches(const mpccl_os_remote_t *r, int peer)
 }
 
 mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work *work, int peer, const void *src,
-                                   size_t bytes, uint32_t win_id, size_t offset, uint32_t sig, cudaStream_t stream)
+                                   size_t bytes, uint32_t win_id, size_t offset, uint32_t sig, mpccl_abort_arg_t ab,
+                                   cudaStream_t stream)
 {
     if (work == NULL) return mpccl_fail(MPCCL_ERR_INTERNAL, "one-sided put to rank %d without the proxy", peer);
     MPCCL_CHECK(mpccl_proxy_error(work->pc));
@@ -221,6 +222,8 @@ mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work
     a.offset = offset;
     a.win_id = win_id;
     a.sig = sig;
+    a.peer = peer;
+    a.ab = ab; /* the communicator's abort word: a dead peer's slots never free up */
     mpccl_proxy_work_token_t tok;
     mpccl_proxy_work_args_t pa;
     MPCCL_CHECK(mpccl_proxy_work_begin(work, stream, MPCCL_PROXY_WORK_PUT, &pa, &tok));

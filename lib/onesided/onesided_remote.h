@@ -39,7 +39,8 @@ int mpccl_os_remote_reaches(const mpccl_os_remote_t *r, int peer);
  * to counter sig - 1 of the peer.  work: the proxy that carries it, to post
  * the launch to and report the channel's failures. */
 mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work *work, int peer, const void *src,
-                                   size_t bytes, uint32_t win_id, size_t offset, uint32_t sig, cudaStream_t stream);
+                                   size_t bytes, uint32_t win_id, size_t offset, uint32_t sig, mpccl_abort_arg_t ab,
+                                   cudaStream_t stream);
 #endif
 
 #endif

@@ -7,8 +7,10 @@
 #   two simulated nodes (GPU data over UCX through the proxy); ncclCommInitAll
 #   and graph capture inside the engine test; one-sided operations and the
 #   device API; the MPI shim; the Python bindings; a compute-sanitizer pass.
+#   a peer killed or hung under every kernel kind: abort, revoke, shrink,
+#   graphs and op timeouts must drain the survivors' streams (abort.sh).
 # CHECK_GPU_PARTS picks parts (default: all of them, in this order):
-#   engine coll flat perf shared nodes onesided devapi shim python torch sanitizer
+#   engine coll flat perf shared nodes onesided devapi abort shim python torch sanitizer
 # PYTHON names the interpreter for the Python part (default: the first of
 # /usr/bin/python3 and python3 that has mpi4py and pytest).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +40,7 @@ step() {
     r=$?
     if [ $r -ne 0 ] && [ $r -ne 77 ]; then echo "##### FAILED ($r): $*"; status=1; fi
 }
-parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi shim python torch sanitizer}
+parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi abort shim python torch sanitizer}
 want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 mpi="$here/../mpi/run-mpi.sh"
 if want engine; then
@@ -135,6 +137,12 @@ fi
 if want devapi && [ -x "$top_builddir/examples/device_allreduce" ]; then
     step sh "$mpi" -t 300 "$ngpu" examples/device_allreduce
     step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 3 examples/device_allreduce 1 4093 1000003
+fi
+# survivors of a dead or hung peer, every kernel kind (2-3 processes; shared
+# GPUs when there is one), then the same on one GPU
+if want abort; then
+    step sh "$here/abort.sh"
+    [ "$ngpu" -ge 2 ] && step env CUDA_VISIBLE_DEVICES=0 ABORT_SCENARIOS="killbefore hang shrink" sh "$here/abort.sh"
 fi
 # the MPI shim on device buffers
 if want shim && [ -x "$top_builddir/test/shim/test_shim" ]; then

@@ -1,0 +1,73 @@
+/* Stopping a GPU communicator's kernels (gpu_abort.h): mpccl_gpu_comm_stop,
+ * the bounded drain of ncclCommAbort and the conversion of a kernel's
+ * MPCCL_OP_TIMEOUT into the communicator's ncclRemoteError. */
+#include "gpu/gpu_abort.h"
+
+#ifdef MPCCL_HAVE_CUDA
+
+#include <time.h>
+
+#include "core/comm.h"
+#include "devapi/devapi_comm.h"
+#include "gpu/gpu_launch.h"
+#include "gpu/gpu_proxy_wake.h"
+#include "util/log.h"
+
+void mpccl_gpu_comm_stop(struct ncclComm *comm)
+{
+    if (!comm) return;
+    mpccl_gpu_abort_raise(mpccl_gpu_abort_ctl(comm));
+    mpccl_devcomm_stop_all(comm);
+    mpccl_proxy_wake(); /* proxy-driven steps see the stopped kernels' ends */
+}
+
+int mpccl_gpu_comm_drain(struct ncclComm *comm, int max_ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int done = mpccl_gpu_launches_done(comm);
+        if (done) return 1;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double ms = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) / 1e6;
+        if (ms >= max_ms) return 0;
+        struct timespec nap = {0, 200000}; /* 0.2 ms */
+        nanosleep(&nap, NULL);
+    }
+}
+
+mpccl_status_t mpccl_gpu_comm_check_hang(struct ncclComm *comm)
+{
+    if (!comm || comm->cuda_dev < 0) return MPCCL_OK;
+    mpccl_status_t st = mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl(comm), comm->rank);
+    if (st != MPCCL_OK && comm->async_error == ncclSuccess) comm->async_error = ncclRemoteError;
+    return st;
+}
+
+void mpccl_gpu_comm_drain_logged(struct ncclComm *comm)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int ok = mpccl_gpu_comm_drain(comm, MPCCL_GPU_ABORT_DRAIN_MS);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double ms = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) / 1e6;
+    if (ok)
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d: kernels stopped, launches exited in %.1f ms",
+                   (unsigned long long)comm->id, comm->rank, ms);
+    else
+        MPCCL_WARN(MPCCL_SUB_INIT, "comm 0x%llx rank %d: kernels told to stop have not exited after %d ms",
+                   (unsigned long long)comm->id, comm->rank, MPCCL_GPU_ABORT_DRAIN_MS);
+}
+
+mpccl_status_t mpccl_gpu_comm_quiesce(struct ncclComm *comm, const char *fn)
+{
+    while (!mpccl_gpu_launches_done(comm)) {
+        MPCCL_CHECK(mpccl_gpu_comm_check_hang(comm));
+        struct timespec nap = {0, 200000};
+        nanosleep(&nap, NULL);
+    }
+    (void)fn;
+    return MPCCL_OK;
+}
+
+#endif /* MPCCL_HAVE_CUDA */

@@ -1,0 +1,65 @@
+/* Stopping a GPU communicator's kernels: the abort word every wait loop
+ * checks (lib/kernels/abort.h, abort.cuh), the bounded wait for the launches
+ * to exit, and the hang record MPCCL_OP_TIMEOUT leaves behind, turned into
+ * ncclRemoteError.  See doc/RELIABILITY.md, "GPU communicators".  Only built
+ * with CUDA. */
+#ifndef MPCCL_GPU_ABORT_H
+#define MPCCL_GPU_ABORT_H
+
+#include "gpu/gpu_cuda_rt.h"
+
+#ifdef MPCCL_HAVE_CUDA
+
+#include <stdint.h>
+
+#include "kernels/abort.h"
+#include "util/status.h"
+
+struct ncclComm;
+
+/* One per GPU communicator (mpccl_gpu_comm_t.abort). */
+typedef struct mpccl_gpu_abort_ctl {
+    mpccl_gpu_abort_t *host; /* pinned, mapped */
+    mpccl_gpu_abort_t *dev;  /* the same memory as kernels see it */
+    uint32_t seq;            /* launches handed an abort argument (atomic) */
+    int reported;            /* the hang record was turned into an error (atomic) */
+} mpccl_gpu_abort_ctl_t;
+
+/* Allocates the word (cleared) with MPCCL_OP_TIMEOUT as the kernels' timeout. */
+mpccl_status_t mpccl_gpu_abort_create(mpccl_gpu_abort_ctl_t **out);
+/* Frees it; only once no kernel of the communicator can run (NULL is fine). */
+void mpccl_gpu_abort_free(mpccl_gpu_abort_ctl_t *c);
+/* The argument of the next launch ({NULL, 0} for c = NULL). */
+mpccl_abort_arg_t mpccl_gpu_abort_arg(mpccl_gpu_abort_ctl_t *c);
+/* Raises the word (release store).  Non-blocking, idempotent, any thread. */
+void mpccl_gpu_abort_raise(mpccl_gpu_abort_ctl_t *c);
+/* Whether the word is raised. */
+int mpccl_gpu_abort_raised(const mpccl_gpu_abort_ctl_t *c);
+/* MPCCL_OK, or MPCCL_ERR_REMOTE naming the operation, its launch number,
+ * count, datatype and the peer a kernel timed out waiting for (rank: this
+ * rank, for the message). */
+mpccl_status_t mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl_t *c, int rank);
+
+/* The communicator-level entry points (gpu_abort.c). */
+
+/* Stops every kernel of comm: raises its abort word (and its device
+ * communicators' barrier words) and wakes the proxy, so steps the proxy
+ * drives stop too.  Non-blocking, callable from any thread, idempotent. */
+void mpccl_gpu_comm_stop(struct ncclComm *comm);
+/* After mpccl_gpu_comm_stop: waits up to max_ms for the communicator's
+ * launches to exit; 1 once they did, 0 if the bound passed. */
+int mpccl_gpu_comm_drain(struct ncclComm *comm, int max_ms);
+/* How long ncclCommAbort / NCCL_SHRINK_ABORT wait for the kernels to exit. */
+#define MPCCL_GPU_ABORT_DRAIN_MS 5000
+/* mpccl_gpu_comm_drain with that bound, logging the time it took. */
+void mpccl_gpu_comm_drain_logged(struct ncclComm *comm);
+/* Waits until the communicator's launches completed (ncclCommSuspend); an
+ * error if a kernel timed out meanwhile.  fn names the API call. */
+mpccl_status_t mpccl_gpu_comm_quiesce(struct ncclComm *comm, const char *fn);
+/* A kernel of comm timed out (MPCCL_OP_TIMEOUT): records ncclRemoteError as
+ * comm's asynchronous error and returns the error (with its message); else
+ * MPCCL_OK. */
+mpccl_status_t mpccl_gpu_comm_check_hang(struct ncclComm *comm);
+
+#endif /* MPCCL_HAVE_CUDA */
+#endif
