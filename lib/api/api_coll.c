@@ -1,6 +1,7 @@
 /* Collectives, point-to-point and groups: each fills one launch. */
 #include "api/api.h"
 #include "api/api_check.h"
+#include "api/api_nvtx.h"
 #include "core/enqueue.h"
 #include "core/group.h"
 
@@ -24,76 +25,89 @@ static mpccl_status_t check_and_launch(const char *fn, mpccl_coll_t coll, const 
 MPCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_OP("ncclAllReduce", count, datatype, op);
     return LAUNCH("ncclAllReduce", MPCCL_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0);
 }
 
 MPCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
           int root, ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_ROOT("ncclBroadcast", count, datatype, "root", root);
     return LAUNCH("ncclBroadcast", MPCCL_COLL_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root);
 }
 
 MPCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
           cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_ROOT("ncclBcast", count, datatype, "root", root);
     return LAUNCH("ncclBcast", MPCCL_COLL_BROADCAST, buff, buff, count, datatype, ncclSum, root);
 }
 
 MPCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
           ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_OP_ROOT("ncclReduce", count, datatype, op, root);
     return LAUNCH("ncclReduce", MPCCL_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root);
 }
 
 MPCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL("ncclAllGather", sendcount, datatype);
     return LAUNCH("ncclAllGather", MPCCL_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0);
 }
 
 MPCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_OP("ncclReduceScatter", recvcount, datatype, op);
     return LAUNCH("ncclReduceScatter", MPCCL_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0);
 }
 
 MPCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
           ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL("ncclAlltoAll", count, datatype);
     return LAUNCH("ncclAlltoAll", MPCCL_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0);
 }
 
 MPCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
           int root, ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_ROOT("ncclGather", count, datatype, "root", root);
     return LAUNCH("ncclGather", MPCCL_COLL_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root);
 }
 
 MPCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
           int root, ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_ROOT("ncclScatter", count, datatype, "root", root);
     return LAUNCH("ncclScatter", MPCCL_COLL_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root);
 }
 
 MPCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
           ncclComm_t comm, cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_ROOT("ncclSend", count, datatype, "peer", peer);
     return LAUNCH("ncclSend", MPCCL_COLL_SEND, sendbuff, NULL, count, datatype, ncclSum, peer);
 }
 
 MPCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
           cudaStream_t stream)
 {
+    MPCCL_NVTX_COLL_ROOT("ncclRecv", count, datatype, "peer", peer);
     return LAUNCH("ncclRecv", MPCCL_COLL_RECV, NULL, recvbuff, count, datatype, ncclSum, peer);
 }
 
 MPCCL_API(ncclResult_t, ncclGroupStart, void)
 {
+    MPCCL_NVTX_RANGE("ncclGroupStart()");
     return mpccl_result(mpccl_group_start());
 }
 
 MPCCL_API(ncclResult_t, ncclGroupEnd, void)
 {
+    MPCCL_NVTX_RANGE("ncclGroupEnd()");
     return mpccl_result(mpccl_group_end());
 }
 

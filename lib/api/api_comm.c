@@ -6,6 +6,7 @@
 
 #include "api/api.h"
 #include "api/api_check.h"
+#include "api/api_nvtx.h" /* NVTX ranges: one line atop each init and teardown function */
 #include "core/comm.h"
 #include "core/comm_init.h"
 #include "core/group.h"
@@ -51,18 +52,21 @@ MPCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId *uniqueId)
 
 MPCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
+    MPCCL_NVTX_RANGE("ncclCommInitRank(): nranks %d, rank %d", nranks, rank);
     return mpccl_result(init_rank_config("ncclCommInitRank", comm, nranks, &commId, rank, NULL));
 }
 
 MPCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
           ncclConfig_t *config)
 {
+    MPCCL_NVTX_RANGE("ncclCommInitRankConfig(): nranks %d, rank %d", nranks, rank);
     return mpccl_result(init_rank_config("ncclCommInitRankConfig", comm, nranks, &commId, rank, config));
 }
 
 MPCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks, int myrank, int nId,
           ncclUniqueId *commIds, ncclConfig_t *config)
 {
+    MPCCL_NVTX_RANGE("ncclCommInitRankScalable(): nranks %d, rank %d", nranks, myrank);
     const char *fn = "ncclCommInitRankScalable";
     if (nId < 1)
         return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "%s: argument nId = %d, expected >= 1", fn, nId));
@@ -75,6 +79,7 @@ MPCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nrank
 
 MPCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *devlist)
 {
+    MPCCL_NVTX_RANGE("ncclCommInitAll(): ndev %d", ndev);
     const char *fn = "ncclCommInitAll";
     mpccl_status_t st = mpccl_check_ptr(fn, "comms", comms);
     if (st != MPCCL_OK) return mpccl_result(st);
@@ -110,6 +115,7 @@ fail:
 MPCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
           ncclConfig_t *config)
 {
+    MPCCL_NVTX_RANGE_IF(mpccl_nvtx_gpu_comm(comm), "ncclCommSplit(): parent commHash 0x%llx, color %d, key %d", MPCCL_NVTX_HASH(comm), color, key);
     const char *fn = "ncclCommSplit";
     ncclConfig_t cfg;
     mpccl_status_t st;
@@ -252,6 +258,7 @@ MPCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t sta
 MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
           ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
+    MPCCL_NVTX_RANGE_IF(mpccl_nvtx_gpu_comm(comm), "ncclCommShrink(): parent commHash 0x%llx, excluded %d", MPCCL_NVTX_HASH(comm), excludeRanksCount);
     static const char fn[] = "ncclCommShrink";
     ncclConfig_t cfg;
     mpccl_status_t st = mpccl_check_comm(fn, comm);
@@ -309,6 +316,7 @@ MPCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, 
 
 MPCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
 {
+    MPCCL_NVTX_RANGE_IF(mpccl_nvtx_gpu_comm(comm), "ncclCommFinalize(): commHash 0x%llx", MPCCL_NVTX_HASH(comm));
     mpccl_status_t st = mpccl_check_comm("ncclCommFinalize", comm);
     if (st != MPCCL_OK) return mpccl_result(st);
     mpccl_comm_finalize(comm);
@@ -325,6 +333,7 @@ static mpccl_status_t check_handle(const char *fn, ncclComm_t comm)
 
 MPCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
 {
+    MPCCL_NVTX_RANGE_IF(mpccl_nvtx_gpu_comm(comm), "ncclCommDestroy(): commHash 0x%llx, nranks %d, rank %d, cudaDev %d", MPCCL_NVTX_HASH(comm), comm->nranks, comm->rank, comm->cuda_dev);
     mpccl_status_t st = check_handle("ncclCommDestroy", comm);
     if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
     mpccl_comm_destroy(comm);
@@ -333,6 +342,7 @@ MPCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm)
 
 MPCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm)
 {
+    MPCCL_NVTX_RANGE_IF(mpccl_nvtx_gpu_comm(comm), "ncclCommAbort(): commHash 0x%llx, nranks %d, rank %d, cudaDev %d", MPCCL_NVTX_HASH(comm), comm->nranks, comm->rank, comm->cuda_dev);
     mpccl_status_t st = check_handle("ncclCommAbort", comm);
     if (st != MPCCL_OK || comm == NULL) return mpccl_result(st);
     return mpccl_result(mpccl_comm_abort(comm));

@@ -144,7 +144,22 @@ static mpccl_setting_t settings[] = {
     {"OP_TIMEOUT", NULL, "0",
      "seconds a host collective may wait for peers before failing with ncclRemoteError (0: forever)",
      NULL, NULL},
+    {"NVTX", "NCCL_NVTX_DISABLE", "1",
+     "1: NVTX ranges (domain NCCL) around API calls on GPU communicators, init and destroy, while a tool such as "
+     "Nsight Systems is attached; 0: none (NCCL_NVTX_DISABLE=1 means 0)",
+     NULL, NULL},
 };
+
+/* NCCL variables whose meaning is the opposite of their MPCCL_ setting (a
+ * boolean): NCCL_NVTX_DISABLE=1 is MPCCL_NVTX=0. */
+static const char *const inverted_aliases[] = {"NCCL_NVTX_DISABLE"};
+
+static int alias_inverted(const char *alias)
+{
+    for (size_t i = 0; alias && i < sizeof(inverted_aliases) / sizeof(inverted_aliases[0]); i++)
+        if (!strcmp(alias, inverted_aliases[i])) return 1;
+    return 0;
+}
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -205,6 +220,8 @@ static void resolve_settings(void)
         if (v == NULL && settings[i].nccl_alias) {
             v = getenv(settings[i].nccl_alias);
             settings[i].source = settings[i].nccl_alias;
+            /* a boolean in the alias's sense: nonzero -> "0", zero -> "1" */
+            if (v && *v && alias_inverted(settings[i].nccl_alias)) v = strtol(v, NULL, 0) != 0 ? "0" : "1";
         }
         if (v == NULL) {
             v = settings[i].dflt;
@@ -281,6 +298,20 @@ void mpccl_config_check_environment(void)
     if (__atomic_exchange_n(&checked, 1, __ATOMIC_ACQ_REL) == 0) warn_unknown_variables();
 }
 
+int mpccl_config_entry(size_t i, mpccl_config_entry_t *out)
+{
+    pthread_once(&settings_once, init_settings);
+    if (i >= NSETTINGS) return -1;
+    out->name = settings[i].name;
+    out->nccl_alias = settings[i].nccl_alias;
+    out->alias_inverted = alias_inverted(settings[i].nccl_alias);
+    out->dflt = settings[i].dflt;
+    out->help = settings[i].help;
+    out->value = settings[i].value;
+    out->source = settings[i].source;
+    return 0;
+}
+
 void mpccl_config_print(FILE *out)
 {
     pthread_once(&settings_once, init_settings);
@@ -288,8 +319,9 @@ void mpccl_config_print(FILE *out)
     for (size_t i = 0; i < NSETTINGS; i++) {
         char var[80];
         snprintf(var, sizeof(var), "MPCCL_%s", settings[i].name);
-        fprintf(out, "%-26s %-20s %-10s %s%s%s%s\n", var, *settings[i].value ? settings[i].value : "(unset)",
-                settings[i].source, settings[i].help, settings[i].nccl_alias ? " [alias " : "",
-                settings[i].nccl_alias ? settings[i].nccl_alias : "", settings[i].nccl_alias ? "]" : "");
+        const char *alias = settings[i].nccl_alias;
+        fprintf(out, "%-26s %-20s %-10s %s%s%s%s%s\n", var, *settings[i].value ? settings[i].value : "(unset)",
+                settings[i].source, settings[i].help, alias ? " [alias " : "", alias ? alias : "",
+                alias_inverted(alias) ? ", inverted" : "", alias ? "]" : "");
     }
 }
