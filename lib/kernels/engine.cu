@@ -177,10 +177,19 @@ struct engine {
             if (vload(&L->rx_ready[slot]) != p + 1u) return false;
             uint32_t len = vload(&L->rx_len[slot]);
             if (len != n * es) {
+                /* A peer whose communicator was aborted skips its remaining
+                 * sends, so what arrives no longer matches.  Stop this
+                 * communicator's kernels (its survivors may shrink) rather than
+                 * trap: a trap poisons the CUDA context of the whole process. */
                 printf("mpccl engine: rank %d step %u: piece %u from peer %d has %u bytes, expected %llu "
-                       "(the ranks' schedules disagree)\n",
+                       "(the peer aborted, or the ranks' schedules disagree): stopping the communicator\n",
                        comm->rank, e.idx, p, e.st.peer, len, (unsigned long long)(n * es));
-                __trap();
+                if (a.ab.word) {
+                    a.ab.word->stop = 1u;
+                    __threadfence_system();
+                }
+                *(volatile uint32_t *)&mpccl_abort_seen = 1;
+                return false;
             }
             sh.src0 = L->rx_slots + (size_t)slot * comm->slot_bytes;
             sh.dst = bufp(e.st.dst_buf, e.st.dst_off + pb + e.prog);

@@ -176,7 +176,7 @@ fi
 # watchdog ends the survivor) and a rank killed mid-loop (abort, a new process
 # group over the survivors, exact results after it)
 if want torch && [ -n "$py" ] && "$py" -c 'import torch' >/dev/null 2>&1; then
-    step timeout 300 "$py" "$here/torch_fault.py" "$top_builddir/.libs/libmpccl.so" all
+    step timeout 400 "$py" "$here/torch_fault.py" "$top_builddir/.libs/libmpccl.so" all
 fi
 # memory and race checking of a small configuration
 if want sanitizer && [ "${MPCCL_TEST_SANITIZERS:-}" = yes ]; then

@@ -7,7 +7,8 @@ libnccl.so.2 (LD_PRELOAD) and checks the two promises a trainer relies on:
   skip     2 ranks; rank 1 stays alive but never calls the next allreduce.
            Rank 0 runs with a 10 s process-group timeout and
            TORCH_NCCL_ASYNC_ERROR_HANDLING=1: its watchdog must abort the
-           communicator and end the process (an error, never a hang).
+           communicator and end the process (an error, never a hang; 77 s
+           on PyTorch 2.11 with NCCL 2.28.9 and with mpccl alike).
   torchft  3 ranks; rank 2 is killed (SIGKILL) in the middle of a loop of
            allreduces.  The survivors see the failure, abort the process
            group, build a new one over the two of them and go on stepping:
@@ -160,10 +161,12 @@ def main():
         return 77
     ok = True
     if which in ("skip", "all"):
-        # rank 0 must end (watchdog teardown: a non-zero exit) well before the
-        # driver's bound; it must never complete the call
-        ok &= run_case(lib, "skip", 2, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, 90,
-                       lambda c, e, h: 0 not in h and c[0] not in (0, 3) and e[0] < 60)
+        # rank 0 must end (watchdog teardown: a non-zero exit) within the
+        # driver's bound and never complete the call.  PyTorch 2.11 ends the
+        # process about 77 s after the call with either library (its watchdog
+        # waits past the 10 s timeout), so the bound is generous.
+        ok &= run_case(lib, "skip", 2, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, 150,
+                       lambda c, e, h: 0 not in h and c[0] not in (0, 3))
     if which in ("torchft", "all"):
         ok &= run_case(lib, "torchft", 3, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
                                            "TORCH_NCCL_BLOCKING_WAIT": "1"}, 120,
