@@ -210,6 +210,10 @@ static int rank_main(int n, int rank, int c, int during, double bound)
         return 8;
     }
     int bad = comm_works(child, n - 1, "after shrink", rank);
+    /* As NCCL asks: finalize (every rank's last messages delivered) before
+     * destroy, or a rank that leaves at once looks dead to one still
+     * receiving from it. */
+    ncclCommFinalize(child);
     ncclCommDestroy(child);
     ncclCommAbort(comm);
     free(sendbuf);
@@ -282,6 +286,7 @@ static int idle_rank(int n, int rank)
     sleep(1);
     double frac = (cpu_s() - c0) / (now_s() - w0);
     int bad = comm_works(comm, n, "after idling", rank);
+    ncclCommFinalize(comm); /* see the shrink case: deliver, then leave */
     ncclCommDestroy(comm);
     printf("rank %d idle with %d watched peers: %.3f%% of a core\n", rank, n - 1, 100.0 * frac);
     fflush(stdout);
