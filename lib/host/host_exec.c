@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 #include "core/tags.h"
 #include "host/host_exec.h"
 #include "util/log.h"
@@ -290,9 +293,14 @@ void mpccl_exec_free(mpccl_exec_t *ex)
     /* A peer that already took a cancelled send's rendezvous may still read
      * its buffer (shared memory, cma) after a failure: the scratch memory is
      * kept (leaked) rather than let it read freed pages.  Failed calls only. */
-    if (ex->send_detached)
+    if (ex->send_detached) {
         MPCCL_INFO(MPCCL_SUB_COLL, "a failed call cancelled sends in flight: its scratch memory is kept");
-    else {
+#ifdef __SANITIZE_ADDRESS__
+        /* kept on purpose: not a leak for LeakSanitizer */
+        if (ex->tmp) __lsan_ignore_object(ex->tmp);
+        if (ex->scaled) __lsan_ignore_object(ex->scaled);
+#endif
+    } else {
         free(ex->tmp);
         free(ex->scaled);
     }
