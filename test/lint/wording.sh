@@ -27,7 +27,7 @@ forbidden="\\bsessions?\\b
 (^|[[:space:](,;])#[0-9]+\\b
 \\blent\\b
 \\bdevice[- ]time\\b
-\\bdevice tool\\b
+\\bdevice[[:space:]]tool\\b
 gpu-kit
 \\b(machine|GPU) kinds?\\b"
 # What may stand where a forbidden pattern would otherwise match; removed from
