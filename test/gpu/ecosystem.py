@@ -27,6 +27,7 @@ import traceback
 
 NRANKS = 2
 RANK_LIMIT_S = 240  # per part; a hang fails instead of blocking
+FAILED_GRACE_S = 20
 
 
 # ---------------------------------------------------------------- checks
@@ -46,8 +47,14 @@ class Checks:
             traceback.print_exc(file=sys.stderr)
         if not ok:
             self.failed += 1
-        print(f"[rank {self.rank}] {'PASS' if ok else 'FAIL'} {self.part}: {name}{detail}", flush=True)
+        say(f"[rank {self.rank}] {'PASS' if ok else 'FAIL'} {self.part}: {name}{detail}")
         return ok
+
+
+def say(line):
+    """One write per line, so that the ranks' lines do not interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def equal(got, want):
@@ -219,7 +226,7 @@ def run_nccl4py(rank, lib, tmp, c):
     def queries():
         props = {k: getattr(comm, k) for k in ("gin_type", "railed_gin_type", "device_api_support",
                                                 "multimem_support", "n_lsa_teams", "host_rma_support")}
-        print(f"[rank {rank}] properties {props}", flush=True)
+        say(f"[rank {rank}] properties {props}")
         if int(props["gin_type"]) != int(nccl.NcclGinType.NONE):
             return f"gin_type {props['gin_type']}, expected NONE"
         if int(props["railed_gin_type"]) != int(nccl.NcclGinType.NONE):
@@ -242,7 +249,7 @@ def run_nccl4py(rank, lib, tmp, c):
         try:
             comm.create_dev_comm(nccl.NCCLDevCommRequirements(world_gin_barrier_count=1))
         except Exception as e:  # expected: mpccl has no GIN
-            print(f"[rank {rank}] refused as expected: {type(e).__name__}: {e}", flush=True)
+            say(f"[rank {rank}] refused as expected: {type(e).__name__}: {e}")
             return True
         return "a GIN barrier requirement was accepted"
 
@@ -263,11 +270,12 @@ def run_cupy(rank, lib, tmp, c):
     cp.cuda.Device(dev).use()
     c.check("cupy.cuda.nccl.get_version answers from libmpccl", lambda: loaded_from_mpccl(lib, nccl.get_version()))
     uid_file = os.path.join(tmp, "cupy.uid")
-    if rank == 0:
+    if rank == 0:  # bytes in CuPy 14, a tuple of ints before
         uid = nccl.get_unique_id()
-        publish(uid_file, json.dumps(list(uid)))
+        publish(uid_file, json.dumps({"bytes": bytes(uid).hex()} if isinstance(uid, bytes) else list(uid)))
     else:
-        uid = tuple(json.loads(wait_file(uid_file)))
+        got = json.loads(wait_file(uid_file))
+        uid = bytes.fromhex(got["bytes"]) if isinstance(got, dict) else tuple(got)
     comm = nccl.NcclCommunicator(world, uid, rank)
     c.check("NcclCommunicator from a unique id", lambda: (comm.rank_id(), comm.size()) == (rank, world))
     s = cp.cuda.Stream(non_blocking=True)
@@ -337,8 +345,8 @@ def worker(rank, lib, part, mode, tmp):
     except Exception as e:
         traceback.print_exc()
         c.failed += 1
-        print(f"[rank {rank}] FAIL {part}: stopped by {type(e).__name__}: {e}", flush=True)
-    print(f"[rank {rank}] {part}: {c.count - c.failed} of {c.count} checks passed", flush=True)
+        say(f"[rank {rank}] FAIL {part}: stopped by {type(e).__name__}: {e}")
+    say(f"[rank {rank}] {part}: {c.count - c.failed} of {c.count} checks passed")
     return 1 if c.failed else 0
 
 
@@ -351,7 +359,7 @@ def importable(part):
 def run_part(lib, part, mode):
     ok, why = importable(part)
     if not ok:
-        print(f"SKIP {part}: not importable here ({why})", flush=True)
+        say(f"SKIP {part}: not importable here ({why})")
         return 77
     tmp = tempfile.mkdtemp(prefix=f"mpccl-{part}-")
     env = dict(os.environ)
@@ -359,17 +367,24 @@ def run_part(lib, part, mode):
         env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(r), lib, part, mode, tmp],
                               env=env) for r in range(NRANKS)]
+    # A rank that fails leaves its peer waiting in a collective: the peer gets
+    # FAILED_GRACE_S more, then is killed, so a failure ends the part quickly.
     end, status = time.time() + RANK_LIMIT_S, 0
+    while any(p.poll() is None for p in procs):
+        if time.time() > end:
+            for r, p in enumerate(procs):
+                if p.poll() is None:
+                    say(f"FAIL {part}: rank {r} still running after its time limit: killed")
+                    p.kill()
+            status = 1
+            break
+        if any(p.poll() not in (None, 0) for p in procs):
+            end = min(end, time.time() + FAILED_GRACE_S)
+        time.sleep(0.2)
     for r, p in enumerate(procs):
-        try:
-            rc = p.wait(timeout=max(1, end - time.time()))
-        except subprocess.TimeoutExpired:
-            print(f"FAIL {part}: rank {r} still running after {RANK_LIMIT_S} s: killed", flush=True)
-            for q in procs:
-                q.kill()
-            return 1
+        rc = p.wait()
         if rc != 0:
-            print(f"FAIL {part}: rank {r} exited with {rc}", flush=True)
+            say(f"FAIL {part}: rank {r} exited with {rc}")
             status = 1
     return status
 
@@ -390,7 +405,7 @@ def main():
     parts = ["nccl4py", "cupy"] if which == "all" else [which]
     results = {p: run_part(lib, p, mode) for p in parts}
     for p, rc in results.items():
-        print(f"SUMMARY {p} ({mode}): {'PASS' if rc == 0 else 'SKIP' if rc == 77 else 'FAIL'}", flush=True)
+        say(f"SUMMARY {p} ({mode}): {'PASS' if rc == 0 else 'SKIP' if rc == 77 else 'FAIL'}")
     if any(rc not in (0, 77) for rc in results.values()):
         sys.exit(1)
     sys.exit(77 if all(rc == 77 for rc in results.values()) else 0)
