@@ -38,7 +38,7 @@ _Static_assert(offsetof(struct reqs_v2_30, cftBarrierCount) == 112, "NCCL 2.32 l
 _Static_assert(sizeof(struct reqs_v2_30) == 120, "NCCL 2.32 layout");
 _Static_assert(offsetof(ncclDevCommRequirements_t, worldGinBarrierCount) == 84, "mpccl's 2.29 layout");
 
-/* Whether a struct of `size` bytes holds the member at offset `off`, `len` bytes. */
+/* Whether a struct of `size` bytes (the caller's) holds all of `field`. */
 #define FITS(size, type, field) ((size) >= offsetof(type, field) + sizeof(((type *)0)->field))
 #define GET(src, size, type, field, dflt) (FITS(size, type, field) ? (src)->field : (dflt))
 
