@@ -18,6 +18,7 @@
 #include "core/group.h"
 #include "util/log.h"
 #include "devapi/devapi_lsa_team.h"
+#include "devapi/devapi_reqs.h"
 #include "nccl_device/core.h"
 #include "onesided/onesided_win.h"
 
@@ -193,26 +194,25 @@ MPCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_
 
 /* ---- device communicators -------------------------------------------------------------------- */
 
-/* A requirement field the caller's header knows about (older headers are shorter). */
-#define REQ_HAS(r, field) ((r)->size >= offsetof(ncclDevCommRequirements_t, field) + sizeof((r)->field))
-#define REQ_INT(r, field) (REQ_HAS(r, field) ? (r)->field : 0)
-
-static mpccl_status_t check_requirements(const char *fn, ncclComm_t comm, const ncclDevCommRequirements_t *r)
+/* The caller's requirements, read by their version (devapi_reqs.c), then
+ * checked against what mpccl provides: LSA barriers only. */
+static mpccl_status_t check_requirements(const char *fn, ncclComm_t comm, const ncclDevCommRequirements_t *reqs,
+                                         struct mpccl_devcomm_reqs *r)
 {
-    if (r->magic != NCCL_API_MAGIC || r->size < offsetof(ncclDevCommRequirements_t, lsaBarrierCount) + sizeof(int))
+    if (mpccl_devcomm_reqs_read(reqs, r) != 0)
         return mpccl_fail(MPCCL_ERR_ARG,
                           "%s: argument reqs does not start with NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's size and "
                           "magic (size %zu, magic %#x)",
-                          fn, r->size, r->magic);
+                          fn, reqs->size, reqs->magic);
     if (comm->cuda_dev < 0)
         return mpccl_fail(MPCCL_ERR_USAGE,
                           "%s: comm %p is a host communicator; device communicators need a GPU communicator", fn,
                           (void *)comm);
-    int lsa = REQ_INT(r, lsaBarrierCount);
+    int lsa = r->lsaBarrierCount;
     if (lsa < 0 || lsa > MPCCL_MAX_LSA_BARRIERS)
         return mpccl_fail(MPCCL_ERR_ARG, "%s: reqs->lsaBarrierCount = %d, expected 0..%d", fn, lsa,
                           MPCCL_MAX_LSA_BARRIERS);
-    if (REQ_HAS(r, lsaMultimem) && r->lsaMultimem)
+    if (r->lsaMultimem)
         return mpccl_fail(MPCCL_ERR_USAGE,
                           "%s: reqs->lsaMultimem = true, but mpccl never uses NVLink multicast "
                           "(ncclCommQueryProperties reports multimemSupport = 0)",
@@ -220,27 +220,32 @@ static mpccl_status_t check_requirements(const char *fn, ncclComm_t comm, const 
     struct {
         const char *name;
         int value;
-    } gin[] = {{"barrierCount", REQ_INT(r, barrierCount)},
-               {"railGinBarrierCount", REQ_INT(r, railGinBarrierCount)},
-               {"worldGinBarrierCount", REQ_INT(r, worldGinBarrierCount)},
-               {"ginSignalCount", REQ_INT(r, ginSignalCount)},
-               {"ginCounterCount", REQ_INT(r, ginCounterCount)},
-               {"ginForceEnable", REQ_HAS(r, ginForceEnable) ? (int)r->ginForceEnable : 0},
-               {"ginConnectionType", REQ_INT(r, ginConnectionType)},
-               {"lsaLLA2ABlockCount", REQ_INT(r, lsaLLA2ABlockCount)}};
+    } gin[] = {{"barrierCount", r->barrierCount},
+               {"railGinBarrierCount", r->railGinBarrierCount},
+               {"worldGinBarrierCount", r->worldGinBarrierCount},
+               {"ginSignalCount", r->ginSignalCount},
+               {"ginCounterCount", r->ginCounterCount},
+               {"ginForceEnable", (int)r->ginForceEnable},
+               {"ginConnectionType", r->ginConnectionType},
+               {"ginType", r->ginType},
+               {"lsaLLA2ABlockCount", r->lsaLLA2ABlockCount},
+               {"cftCaps", r->cftCaps},
+               {"cftBarrierCount", r->cftBarrierCount}};
     for (size_t i = 0; i < sizeof(gin) / sizeof(gin[0]); i++)
         if (gin[i].value != 0)
             return mpccl_fail(MPCCL_ERR_USAGE,
-                              "%s: reqs->%s = %d asks for %s, which mpccl does not provide "
-                              "(ncclCommQueryProperties reports ginType = NCCL_GIN_TYPE_NONE)",
-                              fn, gin[i].name, gin[i].value,
-                              i == 7 ? "LL all-to-all buffers" : "GPU-initiated networking (GIN)");
-    for (const ncclTeamRequirements_t *t = REQ_HAS(r, teamRequirementsList) ? r->teamRequirementsList : NULL; t;
-         t = t->next)
+                              "%s: reqs->%s = %d (requirements of NCCL version %u, %zu bytes) asks for %s, which "
+                              "mpccl does not provide (ncclCommQueryProperties reports ginType = "
+                              "NCCL_GIN_TYPE_NONE)",
+                              fn, gin[i].name, gin[i].value, r->version, r->size,
+                              i == 8   ? "LL all-to-all buffers"
+                              : i >= 9 ? "the Compute Fabric Transport"
+                                       : "GPU-initiated networking (GIN)");
+    for (const ncclTeamRequirements_t *t = r->teamRequirementsList; t; t = t->next)
         if (t->multimem)
             return mpccl_fail(MPCCL_ERR_USAGE, "%s: a team requirement asks for multimem; mpccl never uses NVLink "
                               "multicast", fn);
-    if (REQ_HAS(r, resourceRequirementsList) && r->resourceRequirementsList)
+    if (r->resourceRequirementsList)
         return mpccl_fail(MPCCL_ERR_USAGE,
                           "%s: reqs->resourceRequirementsList is not supported by mpccl (kernels keep their own "
                           "buffers in windows)",
@@ -405,10 +410,11 @@ MPCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequireme
     if (st == MPCCL_OK) st = mpccl_check_ptr(fn, "outDevComm", outDevComm);
     if (st != MPCCL_OK) return mpccl_result(st);
     /* Collective: a rank with bad requirements still joins, so all fail. */
-    mpccl_status_t local = check_requirements(fn, comm, reqs);
+    struct mpccl_devcomm_reqs r;
+    mpccl_status_t local = check_requirements(fn, comm, reqs, &r);
 #ifdef MPCCL_HAVE_CUDA
     if (comm->cuda_dev >= 0) {
-        uint32_t nb = local == MPCCL_OK ? (uint32_t)REQ_INT(reqs, lsaBarrierCount) : 0;
+        uint32_t nb = local == MPCCL_OK ? (uint32_t)r.lsaBarrierCount : 0;
         if (mpccl_group_depth() > 0) {
             devcomm_job_t *j = malloc(sizeof(*j));
             if (!j) return mpccl_result(mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn));

@@ -10,7 +10,7 @@
 #   a peer killed or hung under every kernel kind: abort, revoke, shrink,
 #   graphs and op timeouts must drain the survivors' streams (abort.sh).
 # CHECK_GPU_PARTS picks parts (default: all of them, in this order):
-#   engine coll flat perf shared nodes onesided devapi abort shim python torch sanitizer
+#   engine coll flat perf shared nodes onesided devapi abort shim python torch ecosystem sanitizer
 # PYTHON names the interpreter for the Python part (default: the first of
 # /usr/bin/python3 and python3 that has mpi4py and pytest).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,7 +40,7 @@ step() {
     r=$?
     if [ $r -ne 0 ] && [ $r -ne 77 ]; then echo "##### FAILED ($r): $*"; status=1; fi
 }
-parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi abort shim python torch sanitizer}
+parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi abort shim python torch ecosystem sanitizer}
 want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 mpi="$here/../mpi/run-mpi.sh"
 if want engine; then
@@ -177,6 +177,14 @@ fi
 # group over the survivors, exact results after it)
 if want torch && [ -n "$py" ] && "$py" -c 'import torch' >/dev/null 2>&1; then
     step timeout 400 "$py" "$here/torch_fault.py" "$top_builddir/.libs/libmpccl.so" all
+fi
+# NVIDIA's nccl4py and CuPy's cupy.cuda.nccl on libmpccl, 2 ranks: loaded
+# with LD_PRELOAD, then the way without it (ctypes, RTLD_GLOBAL); skips when
+# neither is importable (test/gpu/ecosystem.py, doc/PYTHON.md)
+ecopy=${py:-${PYTHON:-python3}}
+if want ecosystem && "$ecopy" -c 'import cupy' >/dev/null 2>&1; then
+    step timeout 600 "$ecopy" "$here/ecosystem.py" "$top_builddir/.libs/libmpccl.so" all preload
+    step timeout 600 "$ecopy" "$here/ecosystem.py" "$top_builddir/.libs/libmpccl.so" all ctypes
 fi
 # memory and race checking of a small configuration
 if want sanitizer && [ "${MPCCL_TEST_SANITIZERS:-}" = yes ]; then
