@@ -18,6 +18,7 @@ mpccl_init_job_t *mpccl_init_job_new(ncclComm_t *slot, const ncclConfig_t *confi
     }
     job->user_slot = slot;
     job->config = *config;
+    job->comm->config = *config; /* blocking or not, before setup copies it again */
     job->rank = rank;
     job->nranks = nranks;
     job->cuda_dev = mpccl_comm_device_for_init(); /* grouped inits run in other threads */
@@ -33,8 +34,13 @@ mpccl_status_t mpccl_init_job_finish(mpccl_init_job_t *job, mpccl_bootstrap_t *b
     if (st == MPCCL_OK) st = mpccl_comm_setup(job->comm, bs, &job->config, job->cuda_dev);
     if (st != MPCCL_OK) {
         job->comm->state = MPCCL_COMM_FAILED;
-        mpccl_comm_release(job->comm, 1);
-        if (job->user_slot) *job->user_slot = NULL;
+        /* A nonblocking communicator stays for the user to read the error
+         * (ncclCommGetAsyncError) and abort; one being aborted is released by
+         * the abort, which waits for this thread (comm_async.h). */
+        if (!mpccl_comm_nonblocking(job->comm) && !__atomic_load_n(&job->comm->aborting, __ATOMIC_ACQUIRE)) {
+            mpccl_comm_release(job->comm, 1);
+            if (job->user_slot) *job->user_slot = NULL;
+        }
     }
     free(job);
     return st;
@@ -74,7 +80,7 @@ mpccl_status_t mpccl_comm_init_rank(const char *fn, ncclComm_t *slot, const nccl
     mpccl_init_job_t *job = mpccl_init_job_new(slot, config, rank, nranks);
     if (!job) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
     job->id = *id;
-    return mpccl_group_defer_init(init_from_unique_id, job);
+    return mpccl_group_defer_comm_init(job->comm, init_from_unique_id, job);
 }
 
 mpccl_status_t mpccl_comm_init_all(const char *fn, ncclComm_t *comms, int ndev, const int *devlist)
@@ -119,5 +125,8 @@ mpccl_status_t mpccl_comm_init_oob(const char *fn, ncclComm_t *slot, const ncclC
     }
     job->oob = ops;
     job->oob_ctx = ctx;
+    /* Always before returning, even with config.blocking = 0: the callbacks
+     * are the caller's (MPI for mpcclCommInitMPI), which need not be callable
+     * from another thread. */
     return mpccl_group_defer_init(init_out_of_band, job);
 }
