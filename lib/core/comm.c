@@ -208,7 +208,9 @@ static mpccl_status_t abort_release(void *arg)
     /* Threads still inside a call on comm, and a pending operation's worker,
      * leave first: they use what the release frees (comm_async.h). */
     mpccl_comm_quiesce(comm);
-    comm->exec->abort(comm); /* GPU: waits, boundedly, for its kernels to exit */
+    /* GPU: waits, boundedly, for its kernels to exit; a communicator whose
+     * init failed or was given up launched none. */
+    if (comm->state == MPCCL_COMM_READY || comm->state == MPCCL_COMM_FINALIZED) comm->exec->abort(comm);
     mpccl_comm_release(comm, 1);
     return MPCCL_OK;
 }
@@ -237,8 +239,9 @@ void mpccl_comm_destroy(ncclComm_t comm)
 mpccl_status_t mpccl_comm_abort(ncclComm_t comm)
 {
     mpccl_comm_async_abort(comm);
-    /* A communicator its worker still builds has launched nothing yet. */
-    if (comm->state != MPCCL_COMM_INITIALIZING) comm->exec->stop(comm);
+    /* A communicator its worker still builds, or whose init failed, has
+     * launched nothing. */
+    if (comm->state == MPCCL_COMM_READY || comm->state == MPCCL_COMM_FINALIZED) comm->exec->stop(comm);
     return mpccl_group_defer_init(abort_release, comm);
 }
 

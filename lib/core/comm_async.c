@@ -124,9 +124,11 @@ mpccl_status_t mpccl_comm_async_start(ncclComm_t comm, mpccl_async_fn_t fn, void
     pthread_mutex_unlock(&a->mu);
     free(job);
     if (busy) {
-        /* fn owns arg: a caller that checked the state never gets here. */
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "comm %p: a background operation started while another runs",
-                          (void *)comm);
+        /* Callers checked that nothing is pending; an abort may have begun
+         * since.  fn owns arg, which stays with comm's release. */
+        return mpccl_fail(MPCCL_ERR_USAGE, "comm %p rank %d: %s", (void *)comm, comm->rank,
+                          comm->aborting ? "being aborted (ncclCommAbort)"
+                                         : "its previous operation has not returned ncclSuccess yet");
     }
     MPCCL_WARN(MPCCL_SUB_INIT, "comm %p: no thread for a nonblocking operation: it runs before returning",
                (void *)comm);
