@@ -22,6 +22,9 @@ mpccl_init_job_t *mpccl_init_job_new(ncclComm_t *slot, const ncclConfig_t *confi
     job->rank = rank;
     job->nranks = nranks;
     job->cuda_dev = mpccl_comm_device_for_init(); /* grouped inits run in other threads */
+    /* The init is a user of the communicator until it finished (comm_async.h):
+     * an abort from another thread waits for it.  Nobody else knows comm yet. */
+    job->comm->async.users = 1;
     *slot = job->comm;
     return job;
 }
@@ -34,14 +37,18 @@ mpccl_status_t mpccl_init_job_finish(mpccl_init_job_t *job, mpccl_bootstrap_t *b
     if (st == MPCCL_OK) st = mpccl_comm_setup(job->comm, bs, &job->config, job->cuda_dev);
     if (st != MPCCL_OK) {
         job->comm->state = MPCCL_COMM_FAILED;
-        /* A nonblocking communicator stays for the user to read the error
-         * (ncclCommGetAsyncError) and abort; one being aborted is released by
-         * the abort, which waits for this thread (comm_async.h). */
-        if (!mpccl_comm_nonblocking(job->comm) && !__atomic_load_n(&job->comm->aborting, __ATOMIC_ACQUIRE)) {
+        /* An init running in the background (nonblocking) leaves the
+         * communicator for the user to read the error (ncclCommGetAsyncError)
+         * and abort; one being aborted is released by the abort, which waits
+         * for this thread (comm_async.h). */
+        if (!mpccl_comm_async_pending(job->comm) && !__atomic_load_n(&job->comm->aborting, __ATOMIC_ACQUIRE)) {
             mpccl_comm_release(job->comm, 1);
             if (job->user_slot) *job->user_slot = NULL;
+            free(job);
+            return st;
         }
     }
+    mpccl_comm_leave(job->comm);
     free(job);
     return st;
 }
@@ -51,8 +58,12 @@ static mpccl_status_t init_from_unique_id(void *arg)
     mpccl_init_job_t *job = arg;
     mpccl_bootstrap_t bs = {0};
     mpccl_log_set_rank(job->rank);
+    /* Its waits give up when the communicator is aborted, whichever thread runs it. */
+    mpccl_bootstrap_set_cancel(&job->comm->aborting, NULL);
     mpccl_status_t st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
-    return mpccl_init_job_finish(job, &bs, st);
+    st = mpccl_init_job_finish(job, &bs, st);
+    mpccl_bootstrap_set_cancel(NULL, NULL); /* the communicator may be gone */
+    return st;
 }
 
 static mpccl_status_t init_in_process(void *arg)
