@@ -145,7 +145,7 @@ mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op)
     op->next = NULL;
     if (group_depth == 0) {
         ncclComm_t comm = op->comm;
-        mpccl_status_t st = mpccl_comm_enter(comm, "call");
+        mpccl_status_t st = mpccl_comm_enter(comm, "collective or send/recv");
         if (st == MPCCL_OK) {
             st = comm->exec->run_group(op);
             mpccl_comm_leave(comm);
