@@ -184,16 +184,17 @@ static void *abort_later(void *p)
 /* Ranks 0 and 1 call an allreduce that rank 2 never joins; another thread
  * aborts the communicator.  The stuck call must return an error that says
  * so (or that the other rank, which aborted too, revoked the communicator),
- * both within BOUND_S of the abort. */
-START_TEST(test_abort_stuck_allreduce)
+ * both within BOUND_S of the abort.  On a blocking and a nonblocking
+ * communicator, alone and inside a group. */
+static void stuck_allreduce(int nonblocking, int grouped)
 {
     ncclComm_t c = NULL;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    const char *what = nonblocking ? (grouped ? "grouped, nonblocking" : "nonblocking") : (grouped ? "grouped" : "alone");
     int dev = 0;
-    if (t_nranks != 3) {
-        T_END();
-        return;
-    }
-    T_NCCL(ncclCommInitRank(&c, t_nranks, shared_id(), t_rank));
+    config.blocking = !nonblocking;
+    ncclResult_t r = ncclCommInitRankConfig(&c, t_nranks, shared_id(), t_rank, &config);
+    if (!settled_ok(c, r, "ncclCommInitRankConfig")) c = NULL;
     if (c) T_NCCL(ncclCommCuDevice(c, &dev));
     if (c && dev < 0 && t_rank < 2) { /* host: the call itself waits for the peer */
         size_t count = 1 << 16;
@@ -202,26 +203,39 @@ START_TEST(test_abort_stuck_allreduce)
         pthread_t th;
         T_EXPECT(buf != NULL, "out of memory");
         T_EXPECT(pthread_create(&th, NULL, abort_later, &a) == 0, "cannot start the aborting thread");
-        ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c, t_mem.stream);
+        if (grouped) ncclGroupStart();
+        r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c, t_mem.stream);
+        if (grouped) r = ncclGroupEnd();
         double back = now_s();
         char msg[1024];
         snprintf(msg, sizeof(msg), "%s", ncclGetLastError(NULL));
         pthread_join(th, NULL);
-        T_EXPECT(r == ncclRemoteError || r == ncclInvalidUsage, "stuck allreduce returned %s after the abort",
-                 ncclGetErrorString(r));
+        T_EXPECT(r == ncclRemoteError || r == ncclInvalidUsage, "%s: stuck allreduce returned %s after the abort",
+                 what, ncclGetErrorString(r));
         /* Its own abort, or the other stuck rank's, whose revoke may come first. */
         T_EXPECT(strstr(msg, "abort") != NULL || strstr(msg, "revoked") != NULL,
-                 "the stuck call's error does not say aborted (or revoked by the peer that aborted): %s", msg);
-        T_EXPECT(back - a.start < BOUND_S, "the stuck allreduce returned %.3f s after the abort", back - a.start);
-        T_EXPECT(a.end - a.start < BOUND_S, "ncclCommAbort took %.3f s", a.end - a.start);
-        T_EXPECT(a.result == ncclSuccess, "ncclCommAbort returned %s", ncclGetErrorString(a.result));
-        printf("[rank %d] stuck allreduce returned %s %.1f ms after the abort; abort took %.1f ms\n", t_rank,
-               ncclGetErrorString(r), (back - a.start) * 1e3, (a.end - a.start) * 1e3);
+                 "%s: the stuck call's error does not say aborted (or revoked by the peer that aborted): %s", what,
+                 msg);
+        T_EXPECT(back - a.start < BOUND_S, "%s: the stuck allreduce returned %.3f s after the abort", what,
+                 back - a.start);
+        T_EXPECT(a.end - a.start < BOUND_S, "%s: ncclCommAbort took %.3f s", what, a.end - a.start);
+        T_EXPECT(a.result == ncclSuccess, "%s: ncclCommAbort returned %s", what, ncclGetErrorString(a.result));
+        printf("[rank %d] stuck allreduce (%s) returned %s %.1f ms after the abort; abort took %.1f ms\n", t_rank,
+               what, ncclGetErrorString(r), (back - a.start) * 1e3, (a.end - a.start) * 1e3);
         perf_mem_free(&t_mem, buf);
         c = NULL;
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (c) T_NCCL(ncclCommAbort(c));
+}
+
+START_TEST(test_abort_stuck_allreduce)
+{
+    if (t_nranks == 3) {
+        stuck_allreduce(0, 0);
+        stuck_allreduce(0, 1);
+        stuck_allreduce(1, 0);
+    }
     T_END();
 }
 END_TEST
