@@ -18,6 +18,13 @@ mpccl_status_t mpccl_check_comm(const char *fn, ncclComm_t comm)
         return mpccl_fail(MPCCL_ERR_ARG,
                           "%s: argument comm = %p is not a live mpccl communicator (destroyed, or never created)",
                           fn, (void *)comm);
+    /* NCCL's rule and result for a nonblocking communicator whose last
+     * operation (init, split, shrink, finalize) still runs in the background. */
+    if (mpccl_comm_async_pending(comm))
+        return mpccl_fail(MPCCL_ERR_ARG,
+                          "%s: comm %p rank %d: attempt to use the communicator before its previous operation "
+                          "returned ncclSuccess (poll ncclCommGetAsyncError until it does)",
+                          fn, (void *)comm, comm->rank);
     if (comm->state == MPCCL_COMM_INITIALIZING)
         return mpccl_fail(MPCCL_ERR_USAGE,
                           "%s: comm %p is still being initialised (call ncclGroupEnd first, or wait until "

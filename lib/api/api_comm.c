@@ -319,8 +319,7 @@ MPCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm)
     MPCCL_NVTX_RANGE_IF(mpccl_nvtx_gpu_comm(comm), "ncclCommFinalize(): commHash 0x%llx", MPCCL_NVTX_HASH(comm));
     mpccl_status_t st = mpccl_check_comm("ncclCommFinalize", comm);
     if (st != MPCCL_OK) return mpccl_result(st);
-    mpccl_comm_finalize(comm);
-    return ncclSuccess;
+    return mpccl_result(mpccl_comm_finalize_call(comm)); /* ncclInProgress when nonblocking */
 }
 
 static mpccl_status_t check_handle(const char *fn, ncclComm_t comm)
@@ -356,7 +355,14 @@ MPCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *as
     if (st == MPCCL_OK && comm == NULL) st = mpccl_fail(MPCCL_ERR_ARG, "ncclCommGetAsyncError: argument comm is NULL");
     if (st == MPCCL_OK) st = mpccl_check_ptr("ncclCommGetAsyncError", "asyncError", asyncError);
     if (st != MPCCL_OK) return mpccl_result(st);
-    if (comm->state != MPCCL_COMM_INITIALIZING) comm->exec->poll_error(comm);
+    /* A background operation (nonblocking init, split, shrink, finalize) runs:
+     * nothing else of comm may be read yet. */
+    if (mpccl_comm_async_pending(comm)) {
+        *asyncError = ncclInProgress;
+        return ncclSuccess;
+    }
+    (void)mpccl_comm_async_result(comm); /* a failed one's message becomes ncclGetLastError's */
+    if (comm->state == MPCCL_COMM_READY || comm->state == MPCCL_COMM_FINALIZED) comm->exec->poll_error(comm);
     *asyncError = comm->state == MPCCL_COMM_INITIALIZING ? ncclInProgress : comm->async_error;
     return ncclSuccess;
 }
@@ -365,6 +371,12 @@ static mpccl_status_t check_query(const char *fn, ncclComm_t comm, const char *a
 {
     MPCCL_CHECK(mpccl_check_ptr(fn, "comm", comm));
     MPCCL_CHECK(check_handle(fn, comm));
+    /* A nonblocking init's worker still fills in what a query reads (NCCL
+     * refuses queries then too). */
+    if (mpccl_comm_async_pending(comm) && comm->state == MPCCL_COMM_INITIALIZING)
+        return mpccl_fail(MPCCL_ERR_ARG,
+                          "%s: comm %p: attempt to use the communicator before its init returned ncclSuccess "
+                          "(poll ncclCommGetAsyncError until it does)", fn, (void *)comm);
     return mpccl_check_ptr(fn, arg, out);
 }
 

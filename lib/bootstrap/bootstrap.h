@@ -40,6 +40,13 @@ static inline void mpccl_bootstrap_close(mpccl_bootstrap_t *bs)
     if (bs && bs->ops) bs->ops->close(bs);
 }
 
+/* The socket bootstrap's waits in the calling thread give up with
+ * MPCCL_ERR_USAGE ("aborted") once *flag or *flag2 becomes nonzero (either may
+ * be NULL; both NULL: never).  A nonblocking communicator's worker sets its
+ * communicator's aborting word, so that ncclCommAbort ends a pending init. */
+void mpccl_bootstrap_set_cancel(const int *flag, const int *flag2);
+int mpccl_bootstrap_cancelled(void);
+
 /* ---- sockets (ncclGetUniqueId / NCCL_COMM_ID) -- bootstrap_socket.c ---- */
 
 /* The unique id's layout inside the 128 bytes of ncclUniqueId. */

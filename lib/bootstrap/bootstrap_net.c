@@ -16,6 +16,7 @@
 
 #include "util/config.h"
 #include "util/log.h"
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/bootstrap_net.h"
 
 /* ---- settings ---- */
@@ -237,11 +238,36 @@ int64_t mpccl_socket_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Flags that end this thread's waits (mpccl_bootstrap_set_cancel): a
+ * communicator's aborting word, read between poll slices. */
+static __thread const int *cancel_flags[2];
+#define CANCEL_SLICE_MS 20
+
+void mpccl_bootstrap_set_cancel(const int *flag, const int *flag2)
+{
+    cancel_flags[0] = flag;
+    cancel_flags[1] = flag2;
+}
+
+int mpccl_bootstrap_cancelled(void)
+{
+    for (int i = 0; i < 2; i++)
+        if (cancel_flags[i] && __atomic_load_n(cancel_flags[i], __ATOMIC_ACQUIRE)) return 1;
+    return 0;
+}
+
 static int poll_timeout(int64_t deadline_ms)
 {
     int64_t left = deadline_ms - mpccl_socket_now_ms();
     if (left < 0) return 0;
+    /* With a cancel flag, wake often enough to see it promptly. */
+    if ((cancel_flags[0] || cancel_flags[1]) && left > CANCEL_SLICE_MS) return CANCEL_SLICE_MS;
     return left > 1000000 ? 1000000 : (int)left;
+}
+
+static mpccl_status_t fail_cancelled(const char *what)
+{
+    return mpccl_fail(MPCCL_ERR_USAGE, "%s: given up, the communicator was aborted (ncclCommAbort)", what);
 }
 
 static void set_nodelay(int fd)
@@ -314,9 +340,11 @@ static int connect_once(const mpccl_sockaddr_t *addr, int64_t deadline_ms, int *
             struct pollfd p = {.fd = s, .events = POLLOUT};
             int r;
             do r = poll(&p, 1, poll_timeout(deadline_ms));
-            while (r < 0 && errno == EINTR);
+            while ((r < 0 && errno == EINTR) ||
+                   (r == 0 && !mpccl_bootstrap_cancelled() && mpccl_socket_now_ms() < deadline_ms));
             socklen_t len = sizeof(err);
-            if (r == 0) err = ETIMEDOUT;
+            if (r == 0 && mpccl_bootstrap_cancelled()) err = ECANCELED;
+            else if (r == 0) err = ETIMEDOUT;
             else if (r < 0) err = errno;
             else if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
         }
@@ -337,6 +365,7 @@ int mpccl_socket_connect(const mpccl_sockaddr_t *addr, int64_t deadline_ms,
     int64_t backoff = 5;
     int last = ETIMEDOUT;
     for (;;) {
+        if (mpccl_bootstrap_cancelled()) return ECANCELED;
         int e = connect_once(addr, deadline_ms, fd);
         if (e == 0) return 0;
         if (!retryable_connect_error(e)) return e;
@@ -353,6 +382,7 @@ int mpccl_socket_connect(const mpccl_sockaddr_t *addr, int64_t deadline_ms,
 mpccl_status_t mpccl_socket_accept(int listen_fd, int64_t deadline_ms, const char *what, int *fd)
 {
     for (;;) {
+        if (mpccl_bootstrap_cancelled()) return fail_cancelled(what);
         struct pollfd p = {.fd = listen_fd, .events = POLLIN};
         int r = poll(&p, 1, poll_timeout(deadline_ms));
         if (r < 0 && errno == EINTR) continue;
@@ -403,6 +433,7 @@ mpccl_status_t mpccl_socket_sendrecv(int sfd, const void *sbuf, size_t sn, int r
     if (sfd < 0) sn = 0;
     if (rfd < 0) rn = 0;
     while (sent < sn || got < rn) {
+        if (mpccl_bootstrap_cancelled()) return fail_cancelled(what);
         struct pollfd p[2];
         int np = 0, si = -1, ri = -1;
         if (sent < sn) {

@@ -133,6 +133,9 @@ static mpccl_status_t meet_root(const mpccl_socket_id_t *id, const mpccl_sockadd
     char rs[MPCCL_SOCKADDR_STRLEN], what[256];
     mpccl_sockaddr_str(root, rs);
     int e = mpccl_socket_connect(root, deadline, now + (int64_t)refused_s * 1000, &fd);
+    if (e == ECANCELED)
+        return mpccl_fail(MPCCL_ERR_USAGE, "rank %d: connecting to the bootstrap root at %s: given up, the "
+                          "communicator was aborted (ncclCommAbort)", rank, rs);
     if (e == ECONNREFUSED && env_id)
         return mpccl_fail(MPCCL_ERR_REMOTE,
                           "no bootstrap root listening at %s (MPCCL_COMM_ID) within %d s: rank 0 "
@@ -219,7 +222,7 @@ static mpccl_status_t form_ring(sock_bs_t *s, int listen_fd, int rank, int nrank
     int refused_s = timeout_s < MPCCL_REFUSED_RETRY_S ? timeout_s : MPCCL_REFUSED_RETRY_S;
     int e = mpccl_socket_connect(next, deadline, now + (int64_t)refused_s * 1000, &s->next_fd);
     if (e)
-        return mpccl_fail(MPCCL_ERR_REMOTE,
+        return mpccl_fail(e == ECANCELED ? MPCCL_ERR_USAGE : MPCCL_ERR_REMOTE,
                           "bootstrap rank %d: cannot connect to rank %d at %s: %s", rank, n,
                           s->next_str, strerror(e));
     ring_hello_t h = {.magic = s->magic, .rank = rank, .reserved = 0};

@@ -24,6 +24,7 @@ ncclComm_t mpccl_comm_alloc(void)
     comm->state = MPCCL_COMM_INITIALIZING;
     comm->async_error = ncclSuccess;
     pthread_mutex_init(&comm->redop_lock, NULL);
+    mpccl_comm_async_init(comm);
     return comm;
 }
 
@@ -167,6 +168,7 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     free(comm->p2p_send_seq);
     free(comm->p2p_recv_seq);
     pthread_mutex_destroy(&comm->redop_lock);
+    mpccl_comm_async_destroy(comm);
     comm->magic = MPCCL_COMM_DEAD;
     free(comm);
 }
@@ -185,30 +187,61 @@ void mpccl_comm_finalize(ncclComm_t comm)
     comm->state = MPCCL_COMM_FINALIZED;
 }
 
+static mpccl_status_t finalize_in_background(void *arg)
+{
+    ncclComm_t comm = arg;
+    MPCCL_CHECK(mpccl_comm_enter_device(comm->cuda_dev)); /* the GPU executor's finalize */
+    mpccl_comm_finalize(comm);
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_comm_finalize_call(ncclComm_t comm)
+{
+    if (mpccl_comm_nonblocking(comm)) return mpccl_comm_async_start(comm, finalize_in_background, comm);
+    mpccl_comm_finalize(comm);
+    return MPCCL_OK;
+}
+
+static mpccl_status_t abort_release(void *arg)
+{
+    ncclComm_t comm = arg;
+    /* Threads still inside a call on comm, and a pending operation's worker,
+     * leave first: they use what the release frees (comm_async.h). */
+    mpccl_comm_quiesce(comm);
+    /* GPU: waits, boundedly, for its kernels to exit; a communicator whose
+     * init failed or was given up launched none. */
+    if (comm->state == MPCCL_COMM_READY || comm->state == MPCCL_COMM_FINALIZED) comm->exec->abort(comm);
+    mpccl_comm_release(comm, 1);
+    return MPCCL_OK;
+}
+
 void mpccl_comm_destroy(ncclComm_t comm)
 {
+    /* A pending init has nothing to flush: it is abandoned as by an abort,
+     * rather than waited for (its peers may never come). */
+    if (mpccl_comm_async_pending(comm) && comm->state == MPCCL_COMM_INITIALIZING) {
+        mpccl_comm_async_abort(comm);
+        abort_release(comm);
+        return;
+    }
+    mpccl_comm_quiesce(comm); /* a nonblocking finalize completes first */
     /* A failed communicator's kernels may wait on a dead peer forever: release
      * it like an abort. */
     comm->aborting = comm->state == MPCCL_COMM_FAILED || comm->async_error != ncclSuccess;
     mpccl_comm_release(comm, comm->aborting);
 }
 
-static mpccl_status_t abort_release(void *arg)
-{
-    ncclComm_t comm = arg;
-    comm->exec->abort(comm); /* GPU: waits, boundedly, for its kernels to exit */
-    mpccl_comm_release(comm, 1);
-    return MPCCL_OK;
-}
-
-/* The work in flight stops at once; inside a group the release runs at
- * ncclGroupEnd, after every communicator aborted in the group was stopped:
- * their kernels may share streams, and one must not wait for another's that
- * nobody stopped yet. */
+/* The work in flight stops at once: calls stuck in other threads return
+ * (the communicator is failed as aborted) and a pending init gives up.  Inside
+ * a group the release runs at ncclGroupEnd, after every communicator aborted
+ * in the group was stopped: their kernels may share streams, and one must not
+ * wait for another's that nobody stopped yet. */
 mpccl_status_t mpccl_comm_abort(ncclComm_t comm)
 {
-    comm->aborting = 1;
-    comm->exec->stop(comm);
+    mpccl_comm_async_abort(comm);
+    /* A communicator its worker still builds, or whose init failed, has
+     * launched nothing. */
+    if (comm->state == MPCCL_COMM_READY || comm->state == MPCCL_COMM_FINALIZED) comm->exec->stop(comm);
     return mpccl_group_defer_init(abort_release, comm);
 }
 

@@ -8,6 +8,7 @@
 #include "bootstrap/bootstrap.h"
 #include "nccl.h"
 #include "algo/algo_plan.h"
+#include "core/comm_async.h"
 #include "core/exec.h"
 #include "core/transport.h"
 
@@ -46,9 +47,11 @@ struct ncclComm {
     const mpccl_executor_t *exec; /* runs its calls (core/exec.h); chosen at setup */
     struct mpccl_gpu_state *gpu; /* the GPU executor's state (gpu_launch.c); the core never reads it */
     int all_in_process; /* every rank lives in this process (ncclCommInitAll, grouped inits) */
-    int aborting; /* being released by ncclCommAbort: device memory that a kernel
+    int aborting; /* atomic; ncclCommAbort began: device memory that a kernel
                    * waiting on a dead peer may still use is left allocated, since
-                   * freeing it would wait for that kernel forever */
+                   * freeing it would wait for that kernel forever; new calls are
+                   * refused and a pending init gives up (comm_async.h) */
+    mpccl_comm_async_t async; /* nonblocking work, threads inside calls (comm_async.h) */
     struct mpccl_win_state *win; /* registrations, windows, signals (onesided_win.c); NULL until first used */
     /* The LSA team (device API): the world ranks lsa_first .. lsa_first +
      * lsa_size - 1, whose GPU memory this rank's kernels load and store
@@ -77,7 +80,11 @@ ncclComm_t mpccl_comm_alloc(void);
 void mpccl_comm_release(ncclComm_t comm, int force);
 /* ncclCommFinalize: windows released, the transport closed gracefully. */
 void mpccl_comm_finalize(ncclComm_t comm);
-/* ncclCommDestroy (released like an abort once it failed) and ncclCommAbort. */
+/* ncclCommFinalize: at once, or in the background on a nonblocking
+ * communicator (MPCCL_INPROGRESS). */
+mpccl_status_t mpccl_comm_finalize_call(ncclComm_t comm);
+/* ncclCommDestroy (released like an abort once it failed, or while its init
+ * is pending) and ncclCommAbort (stops calls stuck in other threads, comm_async.h). */
 void mpccl_comm_destroy(ncclComm_t comm);
 mpccl_status_t mpccl_comm_abort(ncclComm_t comm);
 /* ncclCommRevoke after the checks: the executor stops in-flight work (or

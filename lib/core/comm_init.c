@@ -18,9 +18,13 @@ mpccl_init_job_t *mpccl_init_job_new(ncclComm_t *slot, const ncclConfig_t *confi
     }
     job->user_slot = slot;
     job->config = *config;
+    job->comm->config = *config; /* blocking or not, before setup copies it again */
     job->rank = rank;
     job->nranks = nranks;
     job->cuda_dev = mpccl_comm_device_for_init(); /* grouped inits run in other threads */
+    /* The init is a user of the communicator until it finished (comm_async.h):
+     * an abort from another thread waits for it.  Nobody else knows comm yet. */
+    job->comm->async.users = 1;
     *slot = job->comm;
     return job;
 }
@@ -33,9 +37,18 @@ mpccl_status_t mpccl_init_job_finish(mpccl_init_job_t *job, mpccl_bootstrap_t *b
     if (st == MPCCL_OK) st = mpccl_comm_setup(job->comm, bs, &job->config, job->cuda_dev);
     if (st != MPCCL_OK) {
         job->comm->state = MPCCL_COMM_FAILED;
-        mpccl_comm_release(job->comm, 1);
-        if (job->user_slot) *job->user_slot = NULL;
+        /* An init running in the background (nonblocking) leaves the
+         * communicator for the user to read the error (ncclCommGetAsyncError)
+         * and abort; one being aborted is released by the abort, which waits
+         * for this thread (comm_async.h). */
+        if (!mpccl_comm_async_pending(job->comm) && !__atomic_load_n(&job->comm->aborting, __ATOMIC_ACQUIRE)) {
+            mpccl_comm_release(job->comm, 1);
+            if (job->user_slot) *job->user_slot = NULL;
+            free(job);
+            return st;
+        }
     }
+    mpccl_comm_leave(job->comm);
     free(job);
     return st;
 }
@@ -45,8 +58,12 @@ static mpccl_status_t init_from_unique_id(void *arg)
     mpccl_init_job_t *job = arg;
     mpccl_bootstrap_t bs = {0};
     mpccl_log_set_rank(job->rank);
+    /* Its waits give up when the communicator is aborted, whichever thread runs it. */
+    mpccl_bootstrap_set_cancel(&job->comm->aborting, NULL);
     mpccl_status_t st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
-    return mpccl_init_job_finish(job, &bs, st);
+    st = mpccl_init_job_finish(job, &bs, st);
+    mpccl_bootstrap_set_cancel(NULL, NULL); /* the communicator may be gone */
+    return st;
 }
 
 static mpccl_status_t init_in_process(void *arg)
@@ -74,7 +91,7 @@ mpccl_status_t mpccl_comm_init_rank(const char *fn, ncclComm_t *slot, const nccl
     mpccl_init_job_t *job = mpccl_init_job_new(slot, config, rank, nranks);
     if (!job) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
     job->id = *id;
-    return mpccl_group_defer_init(init_from_unique_id, job);
+    return mpccl_group_defer_comm_init(job->comm, init_from_unique_id, job);
 }
 
 mpccl_status_t mpccl_comm_init_all(const char *fn, ncclComm_t *comms, int ndev, const int *devlist)
@@ -119,5 +136,8 @@ mpccl_status_t mpccl_comm_init_oob(const char *fn, ncclComm_t *slot, const ncclC
     }
     job->oob = ops;
     job->oob_ctx = ctx;
+    /* Always before returning, even with config.blocking = 0: the callbacks
+     * are the caller's (MPI for mpcclCommInitMPI), which need not be callable
+     * from another thread. */
     return mpccl_group_defer_init(init_out_of_band, job);
 }

@@ -32,7 +32,10 @@ typedef struct mpccl_init_job {
 mpccl_init_job_t *mpccl_init_job_new(ncclComm_t *slot, const ncclConfig_t *config, int rank, int nranks);
 /* Finishes an init over bs (st: how forming it went): on failure the
  * communicator is released and the user's handle cleared, as a failed
- * blocking init in NCCL leaves nothing to destroy.  Frees job. */
+ * blocking init in NCCL leaves nothing to destroy; a nonblocking init's
+ * communicator (run by its worker), or one being aborted, stays for the
+ * user's or the abort's release.  The job was a user of the communicator
+ * (comm_async.h) until here.  Frees job. */
 mpccl_status_t mpccl_init_job_finish(mpccl_init_job_t *job, mpccl_bootstrap_t *bs, mpccl_status_t st);
 
 /* ncclCommInitRank*: over the unique id's bootstrap root. */

@@ -19,6 +19,11 @@ static mpccl_status_t wait_req(ncclComm_t comm, int peer, mpccl_req_t *req)
 {
     mpccl_transport_t *t = comm->transport;
     while (!req->done) {
+        if (mpccl_bootstrap_cancelled()) { /* this child or the parent is being aborted */
+            t->ops->cancel(t, req);
+            return mpccl_fail(MPCCL_ERR_USAGE, "ncclCommShrink: given up waiting for rank %d, the communicator "
+                              "was aborted (ncclCommAbort)", peer);
+        }
         if (mpccl_comm_peer_dead(comm, peer)) {
             t->ops->cancel(t, req);
             return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: rank %d died during the shrink (exclude it too)",
@@ -58,6 +63,8 @@ static mpccl_status_t init_shrink(void *arg)
     mpccl_init_job_t *job = arg;
     mpccl_bootstrap_t bs = {0};
     mpccl_log_set_rank(job->rank);
+    ncclComm_t parent = job->parent;
+    mpccl_bootstrap_set_cancel(&job->comm->aborting, &parent->aborting);
     mpccl_status_t st = shrink_share_id(job);
     if (st == MPCCL_OK) st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
     if (st == MPCCL_OK)
@@ -65,14 +72,26 @@ static mpccl_status_t init_shrink(void *arg)
                    job->nranks);
     free(job->survivors);
     job->survivors = NULL;
-    return mpccl_init_job_finish(job, &bs, st);
+    mpccl_comm_leave(parent); /* entered by mpccl_comm_shrink */
+    mpccl_bootstrap_set_cancel(&job->comm->aborting, NULL);
+    st = mpccl_init_job_finish(job, &bs, st);
+    mpccl_bootstrap_set_cancel(NULL, NULL); /* the child may be gone */
+    return st;
 }
 
 mpccl_status_t mpccl_comm_shrink(const char *fn, ncclComm_t parent, int *survivors, int count, int newrank,
                                  const ncclConfig_t *config, int abort, ncclComm_t *slot)
 {
+    /* The shrink uses the parent's transport until the id is shared: an
+     * abort of the parent from another thread waits for it (comm_async.h). */
+    mpccl_status_t st = mpccl_comm_enter(parent, fn);
+    if (st != MPCCL_OK) {
+        free(survivors);
+        return st;
+    }
     mpccl_init_job_t *job = mpccl_init_job_new(slot, config, newrank, count);
     if (!job) {
+        mpccl_comm_leave(parent);
         free(survivors);
         return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
     }
@@ -89,5 +108,5 @@ mpccl_status_t mpccl_comm_shrink(const char *fn, ncclComm_t parent, int *survivo
         parent->exec->abort(parent);
         parent->revoked = 1;
     }
-    return mpccl_group_defer_init(init_shrink, job);
+    return mpccl_group_defer_comm_init(job->comm, init_shrink, job);
 }

@@ -27,6 +27,8 @@ static mpccl_status_t init_split(void *arg)
     split_entry_t *all = calloc((size_t)n, sizeof(*all)), *mine = calloc((size_t)n, sizeof(*mine));
     ncclUniqueId *ids = calloc((size_t)n, sizeof(*ids));
     mpccl_log_set_rank(me);
+    /* The bootstrap's waits give up when either communicator is aborted. */
+    if (job->color != NCCL_SPLIT_NOCOLOR) mpccl_bootstrap_set_cancel(&job->comm->aborting, &parent->aborting);
     if (!all || !mine || !ids) {
         st = mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommSplit: out of memory for %d ranks", n);
         goto done;
@@ -62,17 +64,29 @@ done:
     free(all);
     free(mine);
     free(ids);
-    return job ? mpccl_init_job_finish(job, &bs, st) : st;
+    mpccl_comm_leave(parent); /* entered by mpccl_comm_split */
+    if (job) st = mpccl_init_job_finish(job, &bs, st);
+    mpccl_bootstrap_set_cancel(NULL, NULL); /* the child may be gone */
+    return st;
 }
 
 mpccl_status_t mpccl_comm_split(const char *fn, ncclComm_t parent, int color, int key, const ncclConfig_t *config,
                                 ncclComm_t *slot)
 {
+    /* The split uses the parent until it is done: an abort of the parent
+     * from another thread waits for it (comm_async.h). */
+    MPCCL_CHECK(mpccl_comm_enter(parent, fn));
     mpccl_init_job_t *job = mpccl_init_job_new(slot, config, parent->rank, parent->nranks);
-    if (!job) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    if (!job) {
+        mpccl_comm_leave(parent);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    }
     job->cuda_dev = parent->cuda_dev; /* a child lives on its parent's device */
     job->parent = parent;
     job->color = color;
     job->key = key;
-    return mpccl_group_defer_init(init_split, job);
+    /* A rank that gets no communicator has no handle to poll: its part runs
+     * before returning, even with config.blocking = 0. */
+    if (color == NCCL_SPLIT_NOCOLOR) return mpccl_group_defer_init(init_split, job);
+    return mpccl_group_defer_comm_init(job->comm, init_split, job);
 }

@@ -103,9 +103,12 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
                exec->plans_at_call ? mpccl_algo_name((mpccl_algo_t)call->sched.algo) : "chosen at launch",
                call->sched.nsteps);
     if (!eager) return mpccl_group_enqueue(call);
-    /* Straight to the executor's launch code (doc/MAP.md). */
+    /* Straight to the executor's launch code (doc/MAP.md), as a user of comm
+     * (an abort from another thread waits for the launch, comm_async.h). */
+    MPCCL_CHECK(mpccl_comm_enter(comm, fn));
     st = call->is_p2p ? exec->launch_p2p(&call, 1) : exec->launch(call);
     if (st != MPCCL_OK) mpccl_comm_set_error(comm, st);
+    mpccl_comm_leave(comm);
     return st;
 fail:
     if (!eager) mpccl_call_free(call); /* an eager call has no schedule to free */

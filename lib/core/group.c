@@ -13,6 +13,7 @@
 typedef struct mpccl_deferred_init {
     mpccl_init_fn_t fn;
     void *arg;
+    ncclComm_t nonblocking; /* runs in this communicator's worker, not joined */
     mpccl_status_t status;
     pthread_t thread;
     struct mpccl_deferred_init *next;
@@ -93,6 +94,25 @@ static mpccl_call_t *take_executor(mpccl_call_t **ops, const mpccl_executor_t *e
     return mine;
 }
 
+/* Every call counts as a user of its communicator while it runs, so that
+ * ncclCommAbort from another thread waits for it to leave (comm_async.h). */
+static void leave_calls(mpccl_call_t *ops, const mpccl_call_t *stop)
+{
+    for (mpccl_call_t *op = ops; op != stop; op = op->next) mpccl_comm_leave(op->comm);
+}
+
+static mpccl_status_t enter_calls(mpccl_call_t *ops)
+{
+    for (mpccl_call_t *op = ops; op; op = op->next) {
+        mpccl_status_t st = mpccl_comm_enter(op->comm, "ncclGroupEnd");
+        if (st != MPCCL_OK) {
+            leave_calls(ops, op);
+            return st;
+        }
+    }
+    return MPCCL_OK;
+}
+
 /* Runs a group's calls, each executor's together.  Executors on streams go
  * first: they only enqueue, while the others progress to completion, and a
  * peer of this thread may wait for a kernel launched here. */
@@ -107,7 +127,11 @@ static mpccl_status_t run_calls(mpccl_call_t *ops)
             }
             const mpccl_executor_t *exec = op->comm->exec;
             mpccl_call_t *mine = take_executor(&ops, exec);
-            st = exec->run_group(mine);
+            st = enter_calls(mine);
+            if (st == MPCCL_OK) {
+                st = exec->run_group(mine);
+                leave_calls(mine, NULL);
+            }
             free_ops(mine);
             op = ops;
         }
@@ -120,7 +144,12 @@ mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op)
 {
     op->next = NULL;
     if (group_depth == 0) {
-        mpccl_status_t st = op->comm->exec->run_group(op);
+        ncclComm_t comm = op->comm;
+        mpccl_status_t st = mpccl_comm_enter(comm, "collective or send/recv");
+        if (st == MPCCL_OK) {
+            st = comm->exec->run_group(op);
+            mpccl_comm_leave(comm);
+        }
         mpccl_call_free(op);
         return st;
     }
@@ -130,17 +159,29 @@ mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op)
     return MPCCL_OK;
 }
 
-mpccl_status_t mpccl_group_defer_init(mpccl_init_fn_t fn, void *arg)
+static mpccl_status_t defer(mpccl_init_fn_t fn, void *arg, ncclComm_t nonblocking)
 {
-    if (group_depth == 0) return fn(arg);
     mpccl_deferred_init_t *d = calloc(1, sizeof(*d));
     if (!d) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory queueing a grouped communicator init");
     d->fn = fn;
     d->arg = arg;
+    d->nonblocking = nonblocking;
     if (group_inits_tail) group_inits_tail->next = d;
     else group_inits = d;
     group_inits_tail = d;
     return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_group_defer_init(mpccl_init_fn_t fn, void *arg)
+{
+    return group_depth == 0 ? fn(arg) : defer(fn, arg, NULL);
+}
+
+mpccl_status_t mpccl_group_defer_comm_init(ncclComm_t comm, mpccl_init_fn_t fn, void *arg)
+{
+    ncclComm_t nonblocking = mpccl_comm_nonblocking(comm) ? comm : NULL;
+    if (group_depth > 0) return defer(fn, arg, nonblocking);
+    return nonblocking ? mpccl_comm_async_start(comm, fn, arg) : fn(arg);
 }
 
 mpccl_status_t mpccl_group_start(void)
@@ -162,9 +203,15 @@ static void *init_thread_main(void *arg)
 static mpccl_status_t run_inits(mpccl_deferred_init_t *inits)
 {
     mpccl_status_t st = MPCCL_OK;
-    int single = inits && !inits->next;
+    int single = inits && !inits->next, in_progress = 0;
     for (mpccl_deferred_init_t *d = inits; d; d = d->next) {
-        if (single) {
+        if (d->nonblocking) {
+            /* Each in its own worker, so that they progress together as the
+             * threads below do; ncclGroupEnd returns ncclInProgress. */
+            d->status = mpccl_comm_async_start(d->nonblocking, d->fn, d->arg);
+            if (d->status == MPCCL_INPROGRESS) in_progress = 1, d->status = MPCCL_OK;
+            d->thread = 0;
+        } else if (single) {
             d->status = d->fn(d->arg);
             d->thread = 0;
         } else if (pthread_create(&d->thread, NULL, init_thread_main, d) != 0) {
@@ -181,7 +228,7 @@ static mpccl_status_t run_inits(mpccl_deferred_init_t *inits)
         free(inits);
         inits = next;
     }
-    return st;
+    return st == MPCCL_OK && in_progress ? MPCCL_INPROGRESS : st;
 }
 
 /* Closes one group level (fn names the call for the error).  At the outermost
@@ -213,7 +260,12 @@ mpccl_status_t mpccl_group_end(void)
     int outermost;
     mpccl_call_t *ops;
     mpccl_status_t st = close_group("ncclGroupEnd", &outermost, &ops);
-    if (st == MPCCL_OK && ops) return run_calls(ops);
+    /* Nonblocking inits of the group continue in their workers: the calls of
+     * the group (on other communicators) still run now. */
+    if ((st == MPCCL_OK || st == MPCCL_INPROGRESS) && ops) {
+        mpccl_status_t calls = run_calls(ops);
+        return calls != MPCCL_OK ? calls : st;
+    }
     free_ops(ops);
     return st;
 }
@@ -223,7 +275,7 @@ mpccl_status_t mpccl_group_simulate_end(double *seconds)
     int outermost;
     mpccl_call_t *ops;
     mpccl_status_t st = close_group("ncclGroupSimulateEnd", &outermost, &ops);
-    if (st == MPCCL_OK && outermost) *seconds = mpccl_group_estimate(ops);
+    if ((st == MPCCL_OK || st == MPCCL_INPROGRESS) && outermost) *seconds = mpccl_group_estimate(ops);
     free_ops(ops);
     return st;
 }

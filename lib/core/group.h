@@ -28,6 +28,10 @@ mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op);
  * its group.  Outside a group fn runs at once.  fn owns arg. */
 typedef mpccl_status_t (*mpccl_init_fn_t)(void *arg);
 mpccl_status_t mpccl_group_defer_init(mpccl_init_fn_t fn, void *arg);
+/* The same for the init of comm: on a nonblocking communicator fn runs in
+ * comm's worker (comm_async.h), at once or at ncclGroupEnd, and the call
+ * returns MPCCL_INPROGRESS. */
+mpccl_status_t mpccl_group_defer_comm_init(ncclComm_t comm, mpccl_init_fn_t fn, void *arg);
 
 mpccl_status_t mpccl_group_start(void);
 mpccl_status_t mpccl_group_end(void);

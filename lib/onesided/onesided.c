@@ -32,7 +32,11 @@ mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, s
     mpccl_log_set_rank(comm->rank);
     MPCCL_INFO(MPCCL_SUB_P2P, "%s: comm 0x%llx peer %d bytes %zu offset %zu sigIdx %d ctx %d", fn,
                (unsigned long long)comm->id, peer, bytes, offset, sig, ctx);
-    return comm->exec->put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, stream);
+    /* As a user of comm: an abort from another thread waits for it (core/comm_async.h). */
+    MPCCL_CHECK(mpccl_comm_enter(comm, fn));
+    mpccl_status_t st = comm->exec->put_signal(comm, buf, bytes, peer, win, offset, sig, ctx, stream);
+    mpccl_comm_leave(comm);
+    return st;
 }
 
 typedef struct wait_batch {
@@ -44,7 +48,11 @@ typedef struct wait_batch {
 
 static mpccl_status_t run_wait(ncclComm_t comm, int n, const ncclWaitSignalDesc_t *d, cudaStream_t stream)
 {
-    return comm->exec->wait_signal(comm, n, d, stream);
+    /* As a user of comm: an abort from another thread waits for it (core/comm_async.h). */
+    MPCCL_CHECK(mpccl_comm_enter(comm, "ncclWaitSignal"));
+    mpccl_status_t st = comm->exec->wait_signal(comm, n, d, stream);
+    mpccl_comm_leave(comm);
+    return st;
 }
 
 /* Runs at ncclGroupEnd, maybe in a thread of its own (beside other deferred

@@ -41,6 +41,14 @@ const char *mpccl_last_error(void)
     return copy;
 }
 
+void mpccl_record_error(const char *msg)
+{
+    snprintf(thread_error, sizeof(thread_error), "%s", msg);
+    pthread_mutex_lock(&process_error_lock);
+    memcpy(process_error, thread_error, sizeof(process_error));
+    pthread_mutex_unlock(&process_error_lock);
+}
+
 void mpccl_clear_last_error(void)
 {
     thread_error[0] = '\0';

@@ -27,6 +27,9 @@ mpccl_status_t mpccl_vfail(mpccl_status_t st, const char *fmt, va_list ap);
 /* The message of the last mpccl_fail on this thread (or in the process when this
  * thread has none); "" when there was none. */
 const char *mpccl_last_error(void);
+/* Records msg as the last error without logging it (a message another thread
+ * logged already, handed to the thread that asks). */
+void mpccl_record_error(const char *msg);
 void mpccl_clear_last_error(void);
 
 const char *mpccl_status_name(mpccl_status_t st);

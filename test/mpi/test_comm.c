@@ -241,7 +241,9 @@ static ncclResult_t settle(ncclComm_t c)
 {
     ncclResult_t st = ncclInProgress;
     time_t t0 = time(NULL);
-    while (ncclCommGetAsyncError(c, &st) == ncclSuccess && st == ncclInProgress && time(NULL) - t0 < 60) {}
+    struct timespec nap = {0, 1000000}; /* sleep: the work runs in a background thread, ranks are oversubscribed */
+    while (ncclCommGetAsyncError(c, &st) == ncclSuccess && st == ncclInProgress && time(NULL) - t0 < 60)
+        nanosleep(&nap, NULL);
     return st;
 }
 
