@@ -521,7 +521,8 @@ static mpccl_status_t open_regions(mpccl_proxy_comm_t *pc)
     const struct mpccl_transport_ops *o = pc->t->ops;
     if (!o->region_open || !o->region_close || !o->isend_region || !o->irecv_region) return MPCCL_OK;
     MPCCL_CHECK(o->region_open(pc->t, pc->mem, pc->mem_bytes, MPCCL_REGION_HOST, &pc->stage_region));
-    if (pc->slots) MPCCL_CHECK(o->region_open(pc->t, pc->slots, pc->slots_bytes, MPCCL_REGION_DEVICE, &pc->slots_region));
+    if (pc->slots)
+        MPCCL_CHECK(o->region_open(pc->t, pc->slots, pc->slots_bytes, pc->alloc.slots_kind, &pc->slots_region));
     return MPCCL_OK;
 }
 

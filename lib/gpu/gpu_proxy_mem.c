@@ -144,6 +144,7 @@ int mpccl_gpu_proxy_memory(ncclComm_t comm, mpccl_proxy_alloc_t *a, const char *
     if (!choose_direct(comm->cuda_dev, &ordered, why)) return 0;
     a->alloc_slots = device_slots_alloc;
     a->free_slots = device_slots_free;
+    a->slots_kind = MPCCL_REGION_DEVICE;
     a->bind = device_bind;
     a->flush = ordered ? NULL : device_flush;
     a->ctx = (void *)(intptr_t)(comm->cuda_dev + 1);
