@@ -43,9 +43,11 @@ step() {
 parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi abort shim python torch ecosystem sanitizer}
 want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 mpi="$here/../mpi/run-mpi.sh"
-# Whether the UCX that mpccl loads (with the caller's LD_LIBRARY_PATH) moves CUDA memory.
+# Whether the UCX that mpccl loads moves CUDA memory ($1: a UCX lib/ folder
+# put first on LD_LIBRARY_PATH).
 ucx_moves_cuda() {
-    "$top_builddir/tools/mpccl-info" --json 2>/dev/null | tr -d ' \n' | grep -q '"cuda_memory":true'
+    env ${1:+LD_LIBRARY_PATH=$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}} "$top_builddir/tools/mpccl-info" --json 2>/dev/null |
+        tr -d ' \n' | grep -q '"cuda_memory":true'
 }
 if want engine; then
 for t in test/gpu/test_engine test/gpu/test_gpu_comm; do
@@ -126,7 +128,7 @@ if ! ucx_moves_cuda; then
     ucx_prefix=${MPCCL_UCX_PREFIX:-$(python3 -c 'import os, libucx; print(os.path.dirname(libucx.__file__))' 2>/dev/null)}
     if [ -n "$ucx_prefix" ] && [ -d "$ucx_prefix/lib" ]; then
         ucx_env="-e LD_LIBRARY_PATH=$ucx_prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        LD_LIBRARY_PATH=$ucx_prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ucx_moves_cuda || ucx_env=
+        ucx_moves_cuda "$ucx_prefix/lib" || ucx_env=
     fi
 fi
 if [ -n "$ucx_env" ] || ucx_moves_cuda; then
