@@ -45,7 +45,23 @@ struct mpccl_transport_ops {
      * (progress, do not sleep); MPCCL_ARM_NONE when this transport cannot notify
      * (the caller must poll).  Only the thread that drives the transport calls it. */
     int (*arm)(mpccl_transport_t *t);
+    /* Regions sent from and received into over and over (the GPU proxy's slots;
+     * optional, NULL: use isend/irecv).  region_open tells the transport once
+     * what memory [buf, buf + bytes) is -- MPCCL_REGION_HOST, or MPCCL_REGION_DEVICE
+     * (CUDA memory, which it registers then) -- so that the *_region calls on
+     * it skip the per-call memory detection, which for device memory runs CUDA
+     * calls on the calling thread.  Call region_open on a thread that may make
+     * CUDA calls (no kernel waiting for this transport); region_close after
+     * the last request on the region completed or was cancelled. */
+    mpccl_status_t (*region_open)(mpccl_transport_t *t, void *buf, size_t bytes, int kind, void **region);
+    void (*region_close)(mpccl_transport_t *t, void *region);
+    mpccl_status_t (*isend_region)(mpccl_transport_t *t, int peer, uint64_t tag, const void *buf,
+                                   size_t bytes, void *region, mpccl_req_t *req);
+    mpccl_status_t (*irecv_region)(mpccl_transport_t *t, int peer, uint64_t tag, void *buf,
+                                   size_t bytes, void *region, mpccl_req_t *req);
 };
+
+enum { MPCCL_REGION_HOST = 0, MPCCL_REGION_DEVICE = 1 };
 
 enum { MPCCL_ARM_BUSY = -1, MPCCL_ARM_NONE = -2 };
 

@@ -19,10 +19,11 @@
 /* A communicator's p2p calls of a group: one launch when its call table holds
  * them, else launches cut so that none waits for a later one on another rank
  * (algo_p2p_schedule.h). */
-static mpccl_status_t launch_p2p_calls(ncclComm_t comm, mpccl_call_t **p2p, int np)
+static mpccl_status_t launch_p2p_calls(ncclComm_t comm, mpccl_call_t **p2p, int np, int prepare)
 {
     enum { TABLE = MPCCL_ENGINE_MAX_BUFS - 3 };
-    if (np <= TABLE) return mpccl_gpu_launch_p2p(p2p, np);
+    mpccl_status_t (*run)(mpccl_call_t **, int) = prepare ? mpccl_gpu_prepare_p2p : mpccl_gpu_launch_p2p;
+    if (np <= TABLE) return run(p2p, np);
     mpccl_p2p_call_ref_t *refs = malloc((size_t)np * sizeof(*refs));
     int *order = malloc((size_t)np * sizeof(*order));
     uint64_t *key = malloc((size_t)np * sizeof(*key));
@@ -37,12 +38,12 @@ static mpccl_status_t launch_p2p_calls(ncclComm_t comm, mpccl_call_t **p2p, int 
         launches = mpccl_p2p_schedule(comm->rank, comm->nranks, refs, np, TABLE, order, key);
     }
     if (launches < 0) st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory scheduling a group of %d send/recv calls", np);
-    else
+    else if (!prepare)
         MPCCL_INFO(MPCCL_SUB_P2P, "group of %d send/recv calls on rank %d: %d launches", np, comm->rank, launches);
     for (int i = 0; i < np && st == MPCCL_OK;) {
         int m = 0;
         for (uint64_t k = key[i]; i < np && key[i] == k; i++) batch[m++] = p2p[order[i]];
-        st = mpccl_gpu_launch_p2p(batch, m);
+        st = run(batch, m);
     }
     free(refs);
     free(order);
@@ -50,30 +51,14 @@ static mpccl_status_t launch_p2p_calls(ncclComm_t comm, mpccl_call_t **p2p, int 
     free(batch);
     return st;
 }
-/* GPU calls only enqueue work on their streams.  Per communicator (in order of
- * first appearance): its collectives in program order, then its p2p calls as one
- * launch.  Every rank must put messages into a pair's channels in the same order,
- * and NCCL lets ranks order a group's p2p and collectives differently, so the
- * order is made canonical (NCCL gives no order inside a group either). */
-static mpccl_status_t gpu_run_group(mpccl_call_t *ops)
+/* One pass over a group's calls, per communicator (in order of first
+ * appearance): its collectives in program order, then its p2p calls as one
+ * launch.  prepare = 1 only plans, uploads and allocates (mpccl_gpu_prepare);
+ * 0 launches.  done[n] and p2p[n] are the caller's scratch. */
+static mpccl_status_t group_pass(mpccl_call_t *ops, mpccl_call_t **p2p, char *done, int n, int prepare)
 {
     mpccl_status_t st = MPCCL_OK;
-    int n = 0;
-    for (mpccl_call_t *op = ops; op; op = op->next) n++;
-    /* groups of up to SMALL_GROUP calls (nearly all) allocate nothing */
-    enum { SMALL_GROUP = 64 };
-    mpccl_call_t *p2p_small[SMALL_GROUP];
-    char done_small[SMALL_GROUP];
-    int small = n <= SMALL_GROUP;
-    mpccl_call_t **p2p = small ? p2p_small : calloc((size_t)n, sizeof(*p2p));
-    char *done = small ? memset(done_small, 0, sizeof(done_small)) : calloc((size_t)n, 1);
-    if (!p2p || !done) {
-        if (!small) {
-            free(p2p);
-            free(done);
-        }
-        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory launching a group of %d calls", n);
-    }
+    memset(done, 0, (size_t)n);
     int i = 0;
     for (mpccl_call_t *first = ops; first && st == MPCCL_OK; first = first->next, i++) {
         if (done[i]) continue;
@@ -83,11 +68,41 @@ static mpccl_status_t gpu_run_group(mpccl_call_t *ops)
             if (op->comm != comm) continue;
             done[j] = 1;
             if (op->is_p2p) p2p[np++] = op;
-            else st = mpccl_gpu_launch(op);
+            else st = prepare ? mpccl_gpu_prepare(op) : mpccl_gpu_launch(op);
         }
-        if (np > 0 && st == MPCCL_OK) st = launch_p2p_calls(comm, p2p, np);
+        if (np > 0 && st == MPCCL_OK) st = launch_p2p_calls(comm, p2p, np, prepare);
         if (st != MPCCL_OK) mpccl_comm_set_error(comm, st);
     }
+    return st;
+}
+
+/* GPU calls only enqueue work on their streams.  Every rank must put messages
+ * into a pair's channels in the same order, and NCCL lets ranks order a
+ * group's p2p and collectives differently, so the order is made canonical
+ * (NCCL gives no order inside a group either).  A first pass prepares every
+ * call, so that once the group's first kernel runs -- and between nodes waits
+ * on the proxy -- its later launches make no CUDA call that may wait for the
+ * device (plan uploads, allocations; doc/GPU_DESIGN.md, GPU-direct). */
+static mpccl_status_t gpu_run_group(mpccl_call_t *ops)
+{
+    int n = 0;
+    for (mpccl_call_t *op = ops; op; op = op->next) n++;
+    /* groups of up to SMALL_GROUP calls (nearly all) allocate nothing */
+    enum { SMALL_GROUP = 64 };
+    mpccl_call_t *p2p_small[SMALL_GROUP];
+    char done_small[SMALL_GROUP];
+    int small = n <= SMALL_GROUP;
+    mpccl_call_t **p2p = small ? p2p_small : calloc((size_t)n, sizeof(*p2p));
+    char *done = small ? done_small : calloc((size_t)n, 1);
+    if (!p2p || !done) {
+        if (!small) {
+            free(p2p);
+            free(done);
+        }
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory launching a group of %d calls", n);
+    }
+    mpccl_status_t st = group_pass(ops, p2p, done, n, 1);
+    if (st == MPCCL_OK) st = group_pass(ops, p2p, done, n, 0);
     if (!small) {
         free(p2p);
         free(done);

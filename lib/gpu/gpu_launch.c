@@ -21,7 +21,7 @@
 #include "util/log.h"
 #include "onesided/onesided_remote.h"
 #include "gpu/gpu_proxy.h"
-#include "ucx/ucx.h"
+#include "gpu/gpu_proxy_mem.h"
 
 /* What identifies a plan: everything mpccl_plan reads that can differ between
  * calls of one communicator. */
@@ -67,98 +67,6 @@ typedef struct mpccl_gpu_state {
     int have_last;
 } mpccl_gpu_state_t;
 
-/* ---- pinned host memory for the proxy's staging ---- */
-
-static mpccl_status_t pinned_alloc(void *ctx, size_t bytes, void **host, void **dev)
-{
-    (void)ctx;
-    MPCCL_CUDA_CHECK(cudaHostAlloc(host, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable));
-    memset(*host, 0, bytes);
-    cudaError_t e = cudaHostGetDevicePointer(dev, *host, 0);
-    if (e != cudaSuccess) {
-        cudaFreeHost(*host);
-        return mpccl_cuda_error(e, "cudaHostGetDevicePointer(proxy staging)");
-    }
-    return MPCCL_OK;
-}
-
-static void pinned_free(void *ctx, void *host)
-{
-    (void)ctx;
-    cudaFreeHost(host);
-}
-
-/* ---- GPU-direct: the CTAs' slots in device memory, moved by UCX itself ---- */
-
-/* ctx of the device-slot callbacks: the device number, plus one. */
-static int ctx_device(void *ctx) { return (int)(intptr_t)ctx - 1; }
-
-static mpccl_status_t device_slots_alloc(void *ctx, size_t bytes, void **dev)
-{
-    (void)ctx; /* the attaching thread has the device current */
-    MPCCL_CUDA_CHECK(cudaMalloc(dev, bytes));
-    return MPCCL_OK;
-}
-
-static void device_slots_free(void *ctx, void *dev)
-{
-    (void)ctx;
-    cudaFree(dev);
-}
-
-/* The proxy thread drives UCX, which copies device memory on its own streams:
- * the device must be current there, and a user thread capturing a graph in
- * global mode must not make those calls illegal. */
-static void device_bind(void *ctx)
-{
-    static __thread int bound = -1;
-    int dev = ctx_device(ctx);
-    if (bound == dev) return;
-    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-    (void)cudaThreadExchangeStreamCaptureMode(&m);
-    if (cudaSetDevice(dev) == cudaSuccess) bound = dev;
-}
-
-/* Writes a NIC made into device memory reach the kernel in order only where
- * the device orders them for its own accesses; elsewhere they are flushed
- * before the proxy raises rx_ready. */
-static void device_flush(void *ctx)
-{
-    (void)ctx;
-    (void)cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
-                                             cudaFlushGPUDirectRDMAWritesToOwner);
-}
-
-/* MPCCL_GPU_DIRECT=1 hands UCX the device's slots where UCX moves CUDA memory.
- * Off by default: with UCX's CUDA transports (cuda_copy staging, cuda_ipc),
- * several collectives queued on one stream were seen to hang, cause not found
- * yet (doc/GPU_DESIGN.md, "GPU-direct").  Fills the device-slot part of a and
- * returns 1 when the CTAs' slots go to device memory; why not otherwise. */
-static int gpu_direct(int dev, mpccl_proxy_alloc_t *a, const char **why)
-{
-    if (mpccl_config_int("GPU_DIRECT") != 1) return *why = "MPCCL_GPU_DIRECT=0", 0;
-    if (!mpccl_ucx_supports_cuda()) return *why = "UCX has no CUDA transport", 0;
-    int ordering = 0, flush_options = 0;
-    (void)cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev);
-    (void)cudaDeviceGetAttribute(&flush_options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev);
-    int ordered = ordering >= cudaGPUDirectRDMAWritesOrderingOwner;
-    if (!ordered && !(flush_options & cudaFlushGPUDirectRDMAWritesOptionHost)) {
-        (void)cudaGetLastError();
-        return *why = "the device neither orders nor flushes a NIC's writes", 0;
-    }
-    a->alloc_slots = device_slots_alloc;
-    a->free_slots = device_slots_free;
-    a->bind = device_bind;
-    a->flush = ordered ? NULL : device_flush;
-    a->ctx = (void *)(intptr_t)(dev + 1);
-    *why = ordered ? "the device orders a NIC's writes" : "a NIC's writes are flushed before each hand-over";
-    static int warned;
-    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=1 is experimental: with UCX's cuda_copy or cuda_ipc transports "
-                   "several collectives queued on one stream can hang (doc/GPU_DESIGN.md, GPU-direct)");
-    return 1;
-}
-
 /* Attaches the communicator to the proxy thread, which serves peers on other
  * nodes (CTA channels and the one-sided channel) and, for one-sided operations
  * only, peers of this node whose GPUs share no P2P (their collectives use the
@@ -177,9 +85,9 @@ static mpccl_status_t attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
     if (proxied) {
         mpccl_proxy_os_t os;
         mpccl_dev_link_t *os_links = NULL;
-        mpccl_proxy_alloc_t alloc = {.alloc = pinned_alloc, .free = pinned_free};
+        mpccl_proxy_alloc_t alloc;
         const char *why = "";
-        int direct = comm->topo.nnodes > 1 && gpu_direct(comm->cuda_dev, &alloc, &why);
+        int direct = mpccl_gpu_proxy_memory(comm, &alloc, &why);
         MPCCL_CHECK_GOTO(mpccl_os_remote_create(comm, s->g->nslots, s->g->slot_bytes, &s->os_remote, &os, &os_links),
                          st, out);
         MPCCL_CHECK_GOTO(mpccl_proxy_attach(comm->transport, comm->rank, comm->nranks, remote, s->g->nctas,
@@ -792,6 +700,53 @@ static int single_rank_copy(ncclComm_t comm, const mpccl_call_t *call, cudaStrea
     return 1;
 }
 
+/* Scratch bytes an engine call of schedule sc needs: temporaries, then the
+ * prescaled input. */
+static void engine_scratch(const mpccl_sched_t *sc, ncclDataType_t dt, size_t *tmp_bytes, size_t *pre_bytes)
+{
+    size_t esize = mpccl_dtype_size(dt);
+    *tmp_bytes = align256(sc->tmp_elems * esize);
+    *pre_bytes = sc->needs_prescale ? align256(sc->in_elems * esize) : 0;
+}
+
+/* Plans (uploaded) and scratch of one call, without launching: the group's
+ * first pass (gpu_exec.c), so that no plan upload or scratch allocation --
+ * CUDA calls that may wait for the device -- runs while a kernel of the group
+ * already waits on the proxy (doc/GPU_DESIGN.md, GPU-direct). */
+mpccl_status_t mpccl_gpu_prepare(mpccl_call_t *call)
+{
+    ncclComm_t comm = call->comm;
+    mpccl_gpu_state_t *s = comm->gpu;
+    const mpccl_coll_desc_t *d = &call->desc;
+    if (comm->nranks == 1 && !d->prescale) return MPCCL_OK; /* single_rank_copy: nothing to prepare */
+    int saved = -1;
+    mpccl_status_t st = MPCCL_OK;
+    void *scratch = NULL;
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    if (mpccl_flat_takes(s->flat, d)) {
+        if (d->prescale) st = get_scratch(s, align256(in_elems(comm, d) * mpccl_dtype_size(d->dt)), &scratch);
+    } else {
+        plan_entry_t *pe = NULL;
+        size_t tmp_bytes = 0, pre_bytes = 0;
+        if ((st = lookup_plan(comm, s, d, &pe)) == MPCCL_OK) engine_scratch(&pe->sched, d->dt, &tmp_bytes, &pre_bytes);
+        if (tmp_bytes + pre_bytes) st = get_scratch(s, tmp_bytes + pre_bytes, &scratch);
+    }
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    return st;
+}
+
+mpccl_status_t mpccl_gpu_prepare_p2p(mpccl_call_t **calls, int n)
+{
+    ncclComm_t comm = calls[0]->comm;
+    plan_entry_t *pe = NULL;
+    int saved = -1;
+    if (n > MPCCL_ENGINE_MAX_BUFS - 3 || mpccl_flat_takes_p2p(comm->gpu->flat)) return MPCCL_OK; /* see launch */
+    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
+    mpccl_status_t st = p2p_plan(comm, comm->gpu, calls, n, &pe);
+    if (saved >= 0) mpccl_cuda_restore_device(saved);
+    return st;
+}
+
 mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
 {
     ncclComm_t comm = call->comm;
@@ -810,9 +765,8 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     }
     MPCCL_CHECK_GOTO(lookup_plan(comm, s, &call->desc, &pe), st, out);
     const mpccl_sched_t *sc = &pe->sched;
-    size_t esize = mpccl_dtype_size(call->desc.dt);
-    size_t tmp_bytes = align256(sc->tmp_elems * esize);
-    size_t pre_bytes = sc->needs_prescale ? align256(sc->in_elems * esize) : 0;
+    size_t tmp_bytes, pre_bytes;
+    engine_scratch(sc, call->desc.dt, &tmp_bytes, &pre_bytes);
     void *scratch = NULL;
     if (tmp_bytes + pre_bytes) MPCCL_CHECK_GOTO(get_scratch(s, tmp_bytes + pre_bytes, &scratch), st, out);
     int capturing = 0;

@@ -36,6 +36,11 @@ mpccl_status_t mpccl_gpu_check_buffers(const char *fn, ncclComm_t comm, mpccl_co
 /* Plans (cached), prepares scratch and launches one call on its stream; returns
  * once the work is enqueued. */
 mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call);
+/* What mpccl_gpu_launch / mpccl_gpu_launch_p2p of the same calls will need --
+ * the plan uploaded, scratch allocated -- without launching anything (a
+ * group's first pass: its launches then make no such CUDA calls). */
+mpccl_status_t mpccl_gpu_prepare(mpccl_call_t *call);
+mpccl_status_t mpccl_gpu_prepare_p2p(mpccl_call_t **calls, int n);
 /* Whether call d of comm runs on the flat kernels (ncclGroupSimulateEnd's model). */
 int mpccl_gpu_takes_flat(ncclComm_t comm, const mpccl_coll_desc_t *d);
 /* The communicator's flat kernels (NULL: it has none). */

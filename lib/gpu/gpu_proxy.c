@@ -93,12 +93,36 @@ static uint32_t chan_tag_g(const mpccl_proxy_comm_t *pc, uint32_t c)
     return c < pc->nctas ? c : MPCCL_PROXY_OS_G;
 }
 
+/* The region channel g's slots lie in (NULL: the transport has none). */
+static void *chan_region(const mpccl_proxy_comm_t *pc, uint32_t g)
+{
+    return g < pc->nctas && pc->slots ? pc->slots_region : pc->stage_region;
+}
+
+/* A send or receive on channel g's slot, through the slots' region where there
+ * is one: no memory detection by the transport on this thread. */
+static mpccl_status_t slot_send(mpccl_proxy_comm_t *pc, int peer, uint32_t g, uint64_t tag, const void *buf,
+                                size_t bytes, mpccl_req_t *req)
+{
+    void *r = chan_region(pc, g);
+    return r ? pc->t->ops->isend_region(pc->t, peer, tag, buf, bytes, r, req)
+             : pc->t->ops->isend(pc->t, peer, tag, buf, bytes, req);
+}
+
+static mpccl_status_t slot_recv(mpccl_proxy_comm_t *pc, int peer, uint32_t g, uint64_t tag, void *buf,
+                                size_t bytes, mpccl_req_t *req)
+{
+    void *r = chan_region(pc, g);
+    return r ? pc->t->ops->irecv_region(pc->t, peer, tag, buf, bytes, r, req)
+             : pc->t->ops->irecv(pc->t, peer, tag, buf, bytes, req);
+}
+
 static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint32_t p)
 {
     uint32_t s = p % chan_slots(pc, g);
     size_t i = peer_slot(pc, pe, g, s);
-    mpccl_status_t st = pc->t->ops->irecv(pc->t, pe->rank, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
-                                          slot_ptr(pc, pe, 1, g, s), pc->slot_bytes, &pe->rx_req[i]);
+    mpccl_status_t st = slot_recv(pc, pe->rank, g, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
+                                  slot_ptr(pc, pe, 1, g, s), pc->slot_bytes, &pe->rx_req[i]);
     if (st != MPCCL_OK) return fail(pc, st, "posting the receive of", p, g, pe->rank), -1;
     return 0;
 }
@@ -132,8 +156,8 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         if (len > pc->slot_bytes)
             return fail(pc, MPCCL_ERR_INTERNAL, "sending (the kernel gave a length over the slot size)",
                         p, g, pe->rank);
-        mpccl_status_t st = pc->t->ops->isend(pc->t, pe->rank, mpccl_proxy_tag(pc->rank, chan_tag_g(pc, g), p),
-                                              slot_ptr(pc, pe, 0, g, p % K), len, &pe->tx_req[i]);
+        mpccl_status_t st = slot_send(pc, pe->rank, g, mpccl_proxy_tag(pc->rank, chan_tag_g(pc, g), p),
+                                      slot_ptr(pc, pe, 0, g, p % K), len, &pe->tx_req[i]);
         if (st != MPCCL_OK) return fail(pc, st, "sending", p, g, pe->rank);
         MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u (%u bytes) to rank %d posted", pc->rank, p,
                     g, len, pe->rank);
@@ -490,8 +514,24 @@ static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, con
     return MPCCL_OK;
 }
 
+/* Describes the staging (host memory) and the device slots to the transport
+ * once, on the attaching thread (gpu_proxy_impl.h, stage_region). */
+static mpccl_status_t open_regions(mpccl_proxy_comm_t *pc)
+{
+    const struct mpccl_transport_ops *o = pc->t->ops;
+    if (!o->region_open || !o->region_close || !o->isend_region || !o->irecv_region) return MPCCL_OK;
+    MPCCL_CHECK(o->region_open(pc->t, pc->mem, pc->mem_bytes, MPCCL_REGION_HOST, &pc->stage_region));
+    if (pc->slots)
+        MPCCL_CHECK(o->region_open(pc->t, pc->slots, pc->slots_bytes, pc->alloc.slots_kind, &pc->slots_region));
+    return MPCCL_OK;
+}
+
 static void free_pc(mpccl_proxy_comm_t *pc)
 {
+    if (pc->leak == 0) { /* else requests in flight may still name them */
+        if (pc->slots_region) pc->t->ops->region_close(pc->t, pc->slots_region);
+        if (pc->stage_region) pc->t->ops->region_close(pc->t, pc->stage_region);
+    }
     if (pc->mem && pc->leak == 0) pc->alloc.free(pc->alloc.ctx, pc->mem);
     if (pc->slots && pc->leak == 0) pc->alloc.free_slots(pc->alloc.ctx, pc->slots);
     if (pc->leak == 2) return; /* the transport may still complete these requests */
@@ -562,6 +602,7 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
             pc->done_dev[k] = (uint32_t *)((char *)dev + done_off + 128 * k);
         }
         if (pc->slots_bytes) MPCCL_CHECK_GOTO(alloc->alloc_slots(alloc->ctx, pc->slots_bytes, &pc->slots), st, fail);
+        MPCCL_CHECK_GOTO(open_regions(pc), st, fail);
         size_t off = 0, soff = 0;
         for (int i = 0, k = 0; i < nranks; i++)
             if (is_remote[i]) {

@@ -51,6 +51,9 @@ typedef struct mpccl_proxy_alloc {
      * in the staging (its receiver reads each piece's header on the host). */
     mpccl_status_t (*alloc_slots)(void *ctx, size_t bytes, void **dev);
     void (*free_slots)(void *ctx, void *dev);
+    /* What alloc_slots gives, as the transport is told (region_open):
+     * MPCCL_REGION_DEVICE for CUDA memory; MPCCL_REGION_HOST (0, tests). */
+    int slots_kind;
     /* Optional, with alloc_slots: bind runs on the proxy thread before it drives
      * the transport for this communicator (makes its device current); flush runs
      * there after receives into those slots completed and before their rx_ready

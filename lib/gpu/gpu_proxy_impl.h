@@ -56,6 +56,10 @@ struct mpccl_proxy_comm {
     size_t mem_bytes;
     void *slots;       /* with alloc_slots: the CTAs' slots of every remote peer */
     size_t slots_bytes;
+    /* The transport's regions (region_open) of the staging and of the slots:
+     * requests on them skip the transport's memory detection, which with
+     * device memory would call CUDA on the proxy thread.  NULL: none. */
+    void *stage_region, *slots_region;
     int flushed;       /* this pass flushed the device's received writes already */
     int npeers;
     proxy_peer_t *peers;

@@ -33,4 +33,14 @@ int mpccl_ucx_has_wakeup(void);
  * context if needed; 0 if it cannot be created. */
 int mpccl_ucx_supports_cuda(void);
 
+/* Regions (ucx_region.c; the transport's region_open): memory described to
+ * UCX once.  MPCCL_REGION_DEVICE memory is registered with ucp_mem_map. */
+typedef struct mpccl_ucx_region mpccl_ucx_region_t;
+mpccl_status_t mpccl_ucx_region_open(void *buf, size_t bytes, int kind, mpccl_ucx_region_t **out);
+void mpccl_ucx_region_close(mpccl_ucx_region_t *r);
+/* Adds the region's memory type (and memory handle, where this UCX takes one)
+ * to prm for a request on [buf, buf + bytes), which must lie inside it. */
+mpccl_status_t mpccl_ucx_region_params(const mpccl_ucx_region_t *r, const void *buf, size_t bytes,
+                                       ucp_request_param_t *prm);
+
 #endif

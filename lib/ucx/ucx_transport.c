@@ -249,9 +249,10 @@ static void set_params(mpccl_ucx_tp_t *tp, ucp_request_param_t *prm, mpccl_req_t
 }
 
 /* Errors of the communication itself (truncation, a failed peer) arrive on the
- * request; the return value reports only misuse. */
-static mpccl_status_t ucx_isend(mpccl_transport_t *t, int peer, uint64_t tag, const void *buf,
-                                size_t bytes, mpccl_req_t *req)
+ * request; the return value reports only misuse.  region: NULL, or the region
+ * (ucx_region.c) buf lies in. */
+static mpccl_status_t send_in(mpccl_transport_t *t, int peer, uint64_t tag, const void *buf, size_t bytes,
+                              const mpccl_ucx_region_t *region, mpccl_req_t *req)
 {
     mpccl_ucx_tp_t *tp = t->impl;
     MPCCL_CHECK(check_peer(tp, peer, req));
@@ -263,6 +264,7 @@ static mpccl_status_t ucx_isend(mpccl_transport_t *t, int peer, uint64_t tag, co
     }
     ucp_request_param_t prm;
     set_params(tp, &prm, req, peer, tag, bytes, 0);
+    if (region) MPCCL_CHECK(mpccl_ucx_region_params(region, buf, bytes, &prm));
     prm.cb.send = send_cb;
     ucs_status_ptr_t sp = ucp_tag_send_nbx(tp->peers[peer].ep, buf, bytes, tag, &prm);
     track(tp, sp, req, peer, tag, bytes, 0);
@@ -271,8 +273,8 @@ static mpccl_status_t ucx_isend(mpccl_transport_t *t, int peer, uint64_t tag, co
 
 /* Tags carry the source rank, so one worker-wide receive with the full mask
  * matches the right peer; peer only names it in errors and failure handling. */
-static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, void *buf,
-                                size_t bytes, mpccl_req_t *req)
+static mpccl_status_t recv_in(mpccl_transport_t *t, int peer, uint64_t tag, void *buf, size_t bytes,
+                              const mpccl_ucx_region_t *region, mpccl_req_t *req)
 {
     mpccl_ucx_tp_t *tp = t->impl;
     MPCCL_CHECK(check_peer(tp, peer, req));
@@ -288,6 +290,7 @@ static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, vo
     }
     ucp_request_param_t prm;
     set_params(tp, &prm, req, peer, tag, bytes, 1);
+    if (region) MPCCL_CHECK(mpccl_ucx_region_params(region, buf, bytes, &prm));
     prm.cb.recv = recv_cb;
     /* UCX reports the received length only to the callback (an immediate
      * completion leaves recv_info unfilled): always complete through it. */
@@ -296,6 +299,46 @@ static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, vo
     ucs_status_ptr_t sp = ucp_tag_recv_nbx(tp->worker, buf, bytes, tag, (ucp_tag_t)-1, &prm);
     track(tp, sp, req, peer, tag, bytes, 1);
     return MPCCL_OK;
+}
+
+static mpccl_status_t ucx_isend(mpccl_transport_t *t, int peer, uint64_t tag, const void *buf, size_t bytes,
+                                mpccl_req_t *req)
+{
+    return send_in(t, peer, tag, buf, bytes, NULL, req);
+}
+
+static mpccl_status_t ucx_irecv(mpccl_transport_t *t, int peer, uint64_t tag, void *buf, size_t bytes,
+                                mpccl_req_t *req)
+{
+    return recv_in(t, peer, tag, buf, bytes, NULL, req);
+}
+
+static mpccl_status_t ucx_isend_region(mpccl_transport_t *t, int peer, uint64_t tag, const void *buf,
+                                       size_t bytes, void *region, mpccl_req_t *req)
+{
+    return send_in(t, peer, tag, buf, bytes, region, req);
+}
+
+static mpccl_status_t ucx_irecv_region(mpccl_transport_t *t, int peer, uint64_t tag, void *buf, size_t bytes,
+                                       void *region, mpccl_req_t *req)
+{
+    return recv_in(t, peer, tag, buf, bytes, region, req);
+}
+
+/* Regions belong to the process-wide context, not to this worker. */
+static mpccl_status_t ucx_region_open(mpccl_transport_t *t, void *buf, size_t bytes, int kind, void **region)
+{
+    (void)t;
+    mpccl_ucx_region_t *r = NULL;
+    MPCCL_CHECK(mpccl_ucx_region_open(buf, bytes, kind, &r));
+    *region = r;
+    return MPCCL_OK;
+}
+
+static void ucx_region_close(mpccl_transport_t *t, void *region)
+{
+    (void)t;
+    mpccl_ucx_region_close(region);
 }
 
 /* Receives from a failed peer would never match: end them (outside UCX's
@@ -657,6 +700,10 @@ static const struct mpccl_transport_ops ucx_ops = {
     .put = ucx_put,
     .atomic_add = ucx_atomic_add,
     .arm = ucx_arm,
+    .region_open = ucx_region_open,
+    .region_close = ucx_region_close,
+    .isend_region = ucx_isend_region,
+    .irecv_region = ucx_irecv_region,
 };
 
 mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out)

@@ -19,6 +19,12 @@ typedef struct {
     const char *source; /* which variable it came from, or "default" */
 } mpccl_setting_t;
 
+/* The path between nodes when MPCCL_GPU_DIRECT is unset (lib/gpu/gpu_proxy_mem.c).
+ * "0", pinned host staging everywhere, until GPU-direct has passed the GPU
+ * suite's grouped collectives between two nodes (doc/GPU_DESIGN.md); then
+ * "auto": GPU-direct where UCX reports CUDA memory, staging elsewhere. */
+#define GPU_DIRECT_DEFAULT "0"
+
 static mpccl_setting_t settings[] = {
     {"DEBUG", "NCCL_DEBUG", "WARN", "log level: NONE, VERSION, WARN, INFO or TRACE", NULL, NULL},
     {"DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS", "ALL",
@@ -117,10 +123,10 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"P2P_DISABLE", "NCCL_P2P_DISABLE", "0", "1: GPUs of one node talk through host memory instead of P2P/NVLink",
      NULL, NULL},
-    {"GPU_DIRECT", NULL, "0",
-     "1: where UCX moves CUDA memory, GPU collectives and send/recv between nodes hand UCX device memory "
-     "(GPU-direct; can deadlock where UCX copies through CUDA streams, doc/GPU_DESIGN.md); 0: through pinned "
-     "host staging", NULL, NULL},
+    {"GPU_DIRECT", NULL, GPU_DIRECT_DEFAULT,
+     "GPU collectives and send/recv between nodes: 1 hands UCX device memory (GPU-direct, where UCX moves CUDA "
+     "memory; experimental, doc/GPU_DESIGN.md), 0 goes through pinned host staging, auto picks GPU-direct where "
+     "UCX reports CUDA memory and staging elsewhere", NULL, NULL},
     {"PROXY_SPIN_US", NULL, "20", "microseconds the GPU proxy thread polls busily after the last activity", NULL,
      NULL},
     {"PROXY_YIELD_US", NULL, "500", "then microseconds it polls with sched_yield", NULL, NULL},

@@ -43,6 +43,12 @@ step() {
 parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi abort shim python torch ecosystem sanitizer}
 want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 mpi="$here/../mpi/run-mpi.sh"
+# Whether the UCX that mpccl loads moves CUDA memory ($1: a UCX lib/ folder
+# put first on LD_LIBRARY_PATH).
+ucx_moves_cuda() {
+    env ${1:+LD_LIBRARY_PATH=$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}} "$top_builddir/tools/mpccl-info" --json 2>/dev/null |
+        tr -d ' \n' | grep -q '"cuda_memory":true'
+}
 if want engine; then
 for t in test/gpu/test_engine test/gpu/test_gpu_comm; do
     [ -x "$top_builddir/$t" ] && step "$top_builddir/$t"
@@ -113,8 +119,26 @@ else
 fi
 # every step spread over all CTAs (the default gives each CTA at least 32 KB)
 step sh "$mpi" -t 300 -l 0 -e MPCCL_GPU_CTA_MIN_BYTES=0 -n 2 2 test/mpi/test_coll
-# GPU-direct (experimental): device slots handed to UCX where it moves CUDA memory
-step sh "$mpi" -t 300 -l 0 -e MPCCL_GPU_DIRECT=1 -n 2 2 test/mpi/test_coll
+# GPU-direct (experimental): device slots handed to UCX where it moves CUDA
+# memory, with the UCX this build links or, when that one has no CUDA support,
+# the one under MPCCL_UCX_PREFIX (default: the libucx-cu13 wheel's, found
+# through python3's libucx module) put first on LD_LIBRARY_PATH.
+ucx_env=
+if ! ucx_moves_cuda; then
+    ucx_prefix=${MPCCL_UCX_PREFIX:-$(python3 -c 'import os, libucx; print(os.path.dirname(libucx.__file__))' 2>/dev/null)}
+    if [ -n "$ucx_prefix" ] && [ -d "$ucx_prefix/lib" ]; then
+        ucx_env="-e LD_LIBRARY_PATH=$ucx_prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        ucx_moves_cuda "$ucx_prefix/lib" || ucx_env=
+    fi
+fi
+if [ -n "$ucx_env" ] || ucx_moves_cuda; then
+    # shellcheck disable=SC2086
+    step sh "$mpi" -t 300 -l 0 $ucx_env -e MPCCL_GPU_DIRECT=1 -n 2 2 test/mpi/test_coll
+    # shellcheck disable=SC2086
+    step sh "$mpi" -t 300 -l 0 $ucx_env -e MPCCL_GPU_DIRECT=1 -n 2 2 test/mpi/test_group
+else
+    echo "##### SKIP GPU-direct: no UCX with CUDA support (pip install libucx-cu13, or set MPCCL_UCX_PREFIX)"
+fi
 # the proxy sleeps while idle (< 2% of a core) and graphs replayed after that complete
 step sh "$mpi" -t 300 -n 2 2 test/mpi/test_idle
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -n 2 4 test/mpi/test_idle

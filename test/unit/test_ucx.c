@@ -392,6 +392,48 @@ START_TEST(test_bad_peer)
 }
 END_TEST
 
+/* Regions (region_open): a send to itself and its receive through host
+ * regions arrive whole; a request outside its region and bad kinds are
+ * refused with an error, not sent. */
+START_TEST(test_regions)
+{
+    mpccl_inproc_group_t *g = NULL;
+    mpccl_bootstrap_t bs;
+    ck_assert_int_eq(mpccl_inproc_group_create(1, &g), MPCCL_OK);
+    ck_assert_int_eq(mpccl_inproc_bootstrap_create(g, 0, &bs), MPCCL_OK);
+    mpccl_transport_t *t;
+    ck_assert_int_eq(mpccl_ucx_transport_create(&bs, &t), MPCCL_OK);
+    ck_assert_ptr_nonnull(t->ops->region_open);
+    enum { N = 4096 };
+    char *sbuf = malloc(2 * N), *rbuf = sbuf + N;
+    for (int i = 0; i < N; i++) sbuf[i] = (char)(i * 7 + 1);
+    memset(rbuf, 0, N);
+    void *sreg = NULL, *rreg = NULL, *bad = NULL;
+    ck_assert_int_eq(t->ops->region_open(t, sbuf, N, MPCCL_REGION_HOST, &sreg), MPCCL_OK);
+    ck_assert_int_eq(t->ops->region_open(t, rbuf, N, MPCCL_REGION_HOST, &rreg), MPCCL_OK);
+    ck_assert_int_ne(t->ops->region_open(t, sbuf, N, 7, &bad), MPCCL_OK);
+    ck_assert_int_ne(t->ops->region_open(t, NULL, N, MPCCL_REGION_HOST, &bad), MPCCL_OK);
+    mpccl_req_t s, r, x;
+    memset(&x, 0, sizeof(x));
+    ck_assert_int_ne(t->ops->isend_region(t, 0, tag_of(0, 5), sbuf + 1, N, sreg, &x), MPCCL_OK);
+    ck_assert_int_ne(t->ops->irecv_region(t, 0, tag_of(0, 5), sbuf, N, rreg, &x), MPCCL_OK);
+    ck_assert_int_eq(t->ops->irecv_region(t, 0, tag_of(0, 6), rbuf, N, rreg, &r), MPCCL_OK);
+    ck_assert_int_eq(t->ops->isend_region(t, 0, tag_of(0, 6), sbuf + 16, N - 16, sreg, &s), MPCCL_OK);
+    for (int spins = 0; (!s.done || !r.done) && spins < 10000000; spins++) t->ops->progress(t);
+    ck_assert_int_eq(s.done && r.done, 1);
+    ck_assert_int_eq(s.status, MPCCL_OK);
+    ck_assert_int_eq(r.status, MPCCL_OK);
+    ck_assert_uint_eq(r.bytes, N - 16);
+    ck_assert_int_eq(memcmp(rbuf, sbuf + 16, N - 16), 0);
+    t->ops->region_close(t, sreg);
+    t->ops->region_close(t, rreg);
+    t->ops->close(t, 0);
+    mpccl_bootstrap_close(&bs);
+    mpccl_inproc_group_release(g);
+    free(sbuf);
+}
+END_TEST
+
 /* ---- ping-pong latency, with and without idle() ---- */
 
 typedef struct {
@@ -559,6 +601,7 @@ int main(void)
     tcase_add_loop_test(tc, test_in_flight, 0, 3);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_bad_peer);
+    tcase_add_test(tc, test_regions);
     tcase_add_test(tc, test_pingpong);
     suite_add_tcase(su, tc);
     TCase *tp = tcase_create("processes");

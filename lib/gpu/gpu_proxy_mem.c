@@ -1,0 +1,153 @@
+/* The proxy's memory for a GPU communicator (gpu_proxy_mem.h): pinned host
+ * staging, and with GPU-direct the CTAs' slots in device memory, which UCX
+ * sends from and receives into itself (doc/GPU_DESIGN.md, GPU-direct). */
+#include "build_config.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gpu/gpu_cuda_rt.h"
+#include "gpu/gpu_proxy_mem.h"
+#include "ucx/ucx.h"
+#include "util/config.h"
+#include "util/log.h"
+
+/* ---- pinned host memory for the proxy's staging ---- */
+
+static mpccl_status_t pinned_alloc(void *ctx, size_t bytes, void **host, void **dev)
+{
+    (void)ctx;
+    MPCCL_CUDA_CHECK(cudaHostAlloc(host, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable));
+    memset(*host, 0, bytes);
+    cudaError_t e = cudaHostGetDevicePointer(dev, *host, 0);
+    if (e != cudaSuccess) {
+        cudaFreeHost(*host);
+        return mpccl_cuda_error(e, "cudaHostGetDevicePointer(proxy staging)");
+    }
+    return MPCCL_OK;
+}
+
+static void pinned_free(void *ctx, void *host)
+{
+    (void)ctx;
+    cudaFreeHost(host);
+}
+
+/* ---- GPU-direct: the CTAs' slots in device memory, moved by UCX itself ---- */
+
+/* ctx of the device-slot callbacks: the device number, plus one. */
+static int ctx_device(void *ctx) { return (int)(intptr_t)ctx - 1; }
+
+/* On the attaching thread, before any launch of the communicator; the proxy
+ * then opens them as a UCX region there too (ucx_region.c). */
+static mpccl_status_t device_slots_alloc(void *ctx, size_t bytes, void **dev)
+{
+    (void)ctx; /* the attaching thread has the device current */
+    MPCCL_CUDA_CHECK(cudaMalloc(dev, bytes));
+    return MPCCL_OK;
+}
+
+static void device_slots_free(void *ctx, void *dev)
+{
+    (void)ctx;
+    cudaFree(dev);
+}
+
+/* The proxy thread drives UCX, which copies device memory on its own streams:
+ * the device must be current there, and a user thread capturing a graph in
+ * global mode must not make those calls illegal.  Makes CUDA calls only the
+ * first time for a device (the proxy's first pass after the attach). */
+static void device_bind(void *ctx)
+{
+    static __thread int bound = -1;
+    int dev = ctx_device(ctx);
+    if (bound == dev) return;
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&m);
+    if (cudaSetDevice(dev) == cudaSuccess) bound = dev;
+}
+
+/* Writes a NIC made into device memory reach the kernel in order only where
+ * the device orders them for its own accesses; elsewhere they are flushed
+ * before the proxy raises rx_ready (a CUDA call on the proxy thread per pass
+ * with arrivals: only on such devices). */
+static void device_flush(void *ctx)
+{
+    (void)ctx;
+    (void)cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                             cudaFlushGPUDirectRDMAWritesToOwner);
+}
+
+/* What MPCCL_GPU_DIRECT asks for: 0 staging, 1 GPU-direct, 2 automatic (GPU-direct
+ * where UCX reports CUDA memory).  Its default (lib/util/config.c,
+ * GPU_DIRECT_DEFAULT) stays 0 until GPU-direct has passed the GPU suite. */
+enum { DIRECT_OFF = 0, DIRECT_ON = 1, DIRECT_AUTO = 2 };
+
+static int direct_setting(void)
+{
+    const char *v = mpccl_config_str("GPU_DIRECT");
+    if (v && strcmp(v, "auto") == 0) return DIRECT_AUTO;
+    if (v && strcmp(v, "1") == 0) return DIRECT_ON;
+    if (v && strcmp(v, "0") == 0) return DIRECT_OFF;
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=%s is not 0, 1 or auto; using 0 (pinned host staging)",
+                   v ? v : "");
+    return DIRECT_OFF;
+}
+
+/* Whether the CTAs' slots go to device memory; why, either way. */
+static int choose_direct(int dev, int *ordered, const char **why)
+{
+    int mode = direct_setting();
+    if (mode == DIRECT_OFF) return *why = "MPCCL_GPU_DIRECT=0", 0;
+    if (!mpccl_ucx_supports_cuda()) {
+        *why = mode == DIRECT_ON ? "MPCCL_GPU_DIRECT=1, but this UCX reports no CUDA memory support"
+                                 : "MPCCL_GPU_DIRECT=auto, and this UCX reports no CUDA memory support";
+        return 0;
+    }
+    int ordering = 0, flush_options = 0;
+    (void)cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev);
+    (void)cudaDeviceGetAttribute(&flush_options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev);
+    *ordered = ordering >= cudaGPUDirectRDMAWritesOrderingOwner;
+    if (!*ordered && !(flush_options & cudaFlushGPUDirectRDMAWritesOptionHost)) {
+        (void)cudaGetLastError();
+        return *why = "the device neither orders nor flushes a NIC's writes", 0;
+    }
+    if (mode == DIRECT_ON) {
+        *why = *ordered ? "MPCCL_GPU_DIRECT=1, UCX reports CUDA memory, the device orders a NIC's writes"
+                        : "MPCCL_GPU_DIRECT=1, UCX reports CUDA memory, a NIC's writes are flushed before each "
+                          "hand-over";
+        static int warned;
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=1 is experimental: with UCX's cuda_copy or cuda_ipc "
+                       "transports, CUDA calls of the application while a collective waits can stall it "
+                       "(doc/GPU_DESIGN.md, GPU-direct)");
+    } else {
+        *why = *ordered ? "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, the device orders a NIC's writes"
+                        : "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, a NIC's writes are flushed before "
+                          "each hand-over";
+    }
+    return 1;
+}
+
+int mpccl_gpu_proxy_memory(ncclComm_t comm, mpccl_proxy_alloc_t *a, const char **why)
+{
+    memset(a, 0, sizeof(*a));
+    a->alloc = pinned_alloc;
+    a->free = pinned_free;
+    int ordered = 0;
+    if (comm->topo.nnodes == 1) return *why = "one node: the proxy serves one-sided operations only", 0;
+    if (!choose_direct(comm->cuda_dev, &ordered, why)) return 0;
+    a->alloc_slots = device_slots_alloc;
+    a->free_slots = device_slots_free;
+    a->slots_kind = MPCCL_REGION_DEVICE;
+    a->bind = device_bind;
+    a->flush = ordered ? NULL : device_flush;
+    a->ctx = (void *)(intptr_t)(comm->cuda_dev + 1);
+    return 1;
+}
+#endif
