@@ -13,6 +13,7 @@
 #include "gpu/gpu_abort.h"
 #include "gpu/gpu_comm.h"
 #include "gpu/gpu_flat.h"
+#include "gpu/gpu_kernels_load.h"
 #include "gpu/gpu_launch.h"
 #include "algo/algo.h"
 #include "gpu/gpu_plan.h"
@@ -128,6 +129,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     if (!s) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the GPU state of comm %p", (void *)comm);
     comm->gpu = s;
     MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
+    MPCCL_CHECK_GOTO(mpccl_gpu_kernels_load(comm->cuda_dev), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, &s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_abort_create(&s->g->abort), st, out);
     /* Between nodes the engine needs the proxy from the start; a node's peers

@@ -391,6 +391,19 @@ extern "C" mpccl_status_t mpccl_engine_launch(const mpccl_engine_args_t *args, u
     return launched("engine", args->dtype);
 }
 
+extern "C" mpccl_status_t mpccl_engine_load(void)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaSuccess;
+#define X(DT)                                                                        \
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, engine_kernel<DT>);         \
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, scale_kernel<DT>);
+    MPCCL_ALL_TYPES(X)
+#undef X
+    if (e != cudaSuccess) return mpccl_fail(MPCCL_ERR_CUDA, "loading the engine kernels: %s", cudaGetErrorString(e));
+    return MPCCL_OK;
+}
+
 extern "C" mpccl_status_t mpccl_gpu_scale_launch(int dtype, void *dst, const void *src, const void *scalar_elem,
                                                  uint64_t n, cudaStream_t stream)
 {

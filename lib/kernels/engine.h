@@ -24,6 +24,9 @@ extern "C" {
  * launch counter gives each launch its epoch); capturing the launch into a CUDA
  * graph and replaying it is fine.  Only enqueues: never synchronises. */
 mpccl_status_t mpccl_engine_launch(const mpccl_engine_args_t *args, uint32_t nctas, cudaStream_t stream);
+/* Loads the engine and prescale kernels of every datatype into the current
+ * device's context now (lib/gpu/gpu_kernels_load.c says why). */
+mpccl_status_t mpccl_engine_load(void);
 
 /* dst[i] = src[i] * scalar for n elements of dtype (ncclDataType_t), scalar
  * pointing to one host-side element of dtype: the PreMulSum / float-avg copy of

@@ -15,9 +15,21 @@ extern "C" {
 #define X(DT)                                                                                                   \
     extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s);  \
     extern "C" cudaError_t mpccl_flat_win_launch_##DT(const mpccl_flat_win_args_t *a, uint32_t nctas,           \
-                                                      cudaStream_t s);
+                                                      cudaStream_t s);                                          \
+    extern "C" cudaError_t mpccl_flat_load_##DT(void);
 MPCCL_FLAT_TYPES(X)
 #undef X
+
+extern "C" mpccl_status_t mpccl_flat_load(void)
+{
+    cudaError_t e = cudaSuccess;
+#define X(DT)                                                                                                   \
+    if (e == cudaSuccess) e = mpccl_flat_load_##DT();
+    MPCCL_FLAT_TYPES(X)
+#undef X
+    if (e != cudaSuccess) return mpccl_fail(MPCCL_ERR_CUDA, "loading the flat kernels: %s", cudaGetErrorString(e));
+    return MPCCL_OK;
+}
 
 /* The status of a kernel launch (e) of datatype dtype. */
 static mpccl_status_t launched(cudaError_t e, const char *kernel, int dtype)

@@ -109,10 +109,15 @@ mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, uint32_t nc
  * receiving CTAs are separate, so a rank's outgoing stores over NVLink and its
  * copies out of incoming chunks run at the same time.  Only enqueues. */
 mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, uint32_t nctas, cudaStream_t stream);
+/* Loads both flat p2p kernels into the current device's context now. */
+mpccl_status_t mpccl_flat_p2p_load(void);
 
 /* Launches the flat kernel with nctas CTAs (<= MPCCL_FLAT_MAX_CTAS, equal on
  * every rank) on stream.  Only enqueues. */
 mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream);
+/* Loads every flat kernel (collectives and windows, all datatypes) into the
+ * current device's context now (lib/gpu/gpu_kernels_load.c says why). */
+mpccl_status_t mpccl_flat_load(void);
 
 #ifdef __cplusplus
 }

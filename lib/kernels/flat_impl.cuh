@@ -552,6 +552,12 @@ template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nct
                                                       cudaStream_t s)                                        \
     {                                                                                                        \
         return launch_win_dt<DT>(a, nctas, s);                                                               \
+    }                                                                                                        \
+    extern "C" cudaError_t mpccl_flat_load_##DT(void)                                                       \
+    {                                                                                                        \
+        cudaFuncAttributes fa;                                                                               \
+        cudaError_t e = cudaFuncGetAttributes(&fa, flat_kernel<DT>);                                         \
+        return e != cudaSuccess ? e : cudaFuncGetAttributes(&fa, flat_win_kernel<DT>);                       \
     }
 #endif
 

@@ -388,6 +388,15 @@ template <int NOPS> static void launch_with(const mpccl_flat_p2p_args_t *a, uint
 
 } // namespace
 
+extern "C" mpccl_status_t mpccl_flat_p2p_load(void)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, flat_p2p_kernel<MPCCL_FLAT_P2P_FEW_OPS>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, flat_p2p_kernel<MPCCL_FLAT_P2P_MAX_OPS>);
+    if (e != cudaSuccess) return mpccl_fail(MPCCL_ERR_CUDA, "loading the flat p2p kernels: %s", cudaGetErrorString(e));
+    return MPCCL_OK;
+}
+
 extern "C" mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
     const mpccl_flat_p2p_head_t *h = &a->h;
