@@ -597,6 +597,27 @@ static mpccl_status_t ucx_atomic_add(mpccl_transport_t *t, int peer, uint64_t va
     return MPCCL_OK;
 }
 
+/* ucp_ep_flush_nbx: its callback is a send callback, so it is tracked as a
+ * send (peer failure and close end it as they end sends). */
+static mpccl_status_t ucx_flush(mpccl_transport_t *t, int peer, mpccl_req_t *req)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    MPCCL_CHECK(check_peer(tp, peer, req));
+    if (tp->peers[peer].failed) {
+        finish(req, mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: flush of one-sided operations to rank %d, whose "
+                                                 "connection is closed",
+                               tp->pub.rank, peer));
+        return MPCCL_OK;
+    }
+    ucp_request_param_t prm;
+    set_params(tp, &prm, req, peer, 0, 0, 0);
+    prm.op_attr_mask &= ~(uint32_t)UCP_OP_ATTR_FIELD_DATATYPE;
+    prm.cb.send = send_cb;
+    ucs_status_ptr_t sp = ucp_ep_flush_nbx(tp->peers[peer].ep, &prm);
+    track(tp, sp, req, peer, 0, 0, 0);
+    return MPCCL_OK;
+}
+
 /* ---- the revoke message ---- */
 
 static void revoke_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user_data)
@@ -656,6 +677,7 @@ static const struct mpccl_transport_ops ucx_ops = {
     .close = ucx_close,
     .put = ucx_put,
     .atomic_add = ucx_atomic_add,
+    .flush = ucx_flush,
     .arm = ucx_arm,
 };
 
