@@ -39,8 +39,11 @@ struct mpccl_transport_ops {
                           uint64_t remote_addr, void *rkey, mpccl_req_t *req);
     mpccl_status_t (*atomic_add)(mpccl_transport_t *t, int peer, uint64_t value,
                                  uint64_t remote_addr, void *rkey, mpccl_req_t *req);
-    /* Remote completion: req ends once every put and atomic issued to peer so
-     * far has completed at peer (NULL where the transport has no one-sided). */
+    /* Remote completion: req ends once every operation issued to peer so far
+     * (peer < 0: to every peer) has completed there, including the protocol
+     * messages this rank still owes its peers (rendezvous acknowledgements,
+     * completions of emulated one-sided operations), which leave only while
+     * the transport is progressed.  NULL: nothing is ever left owed. */
     mpccl_status_t (*flush)(mpccl_transport_t *t, int peer, mpccl_req_t *req);
     /* Sleeping until traffic arrives (optional; NULL: the transport cannot tell).
      * Asks to be told of the next arrival and returns a file descriptor that turns

@@ -5,8 +5,10 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "core/comm_drain.h"
 #include "core/comm_fail.h"
 #include "core/group.h"
 #include "host/host_exec.h"
@@ -132,11 +134,38 @@ static void link_collectives(mpccl_call_t *ops)
     }
 }
 
+/* Once the calls completed: what this rank still owes its peers (rendezvous
+ * acknowledgements) leaves before the call returns (core/comm_drain.h). */
+static mpccl_status_t drain_comms(mpccl_call_t *ops)
+{
+    ncclComm_t few[16], *comms = few;
+    int n = 0, cap = 16;
+    mpccl_status_t st = MPCCL_OK;
+    for (mpccl_call_t *op = ops; op; op = op->next) {
+        if (n == cap) {
+            ncclComm_t *more = malloc(sizeof(*more) * (size_t)cap * 2);
+            if (more == NULL) {
+                st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a group of %d calls", n);
+                break;
+            }
+            memcpy(more, comms, sizeof(*more) * (size_t)n);
+            if (comms != few) free(comms);
+            comms = more;
+            cap *= 2;
+        }
+        comms[n++] = op->comm;
+    }
+    if (st == MPCCL_OK) st = mpccl_comm_drain_all(comms, n, "ncclGroupEnd");
+    if (comms != few) free(comms);
+    return st;
+}
+
 /* Runs a list of calls to completion; the caller frees them. */
 static mpccl_status_t host_run_group(mpccl_call_t *ops)
 {
     link_collectives(ops);
     mpccl_status_t st = run_ops(ops);
+    if (st == MPCCL_OK) st = drain_comms(ops);
     for (mpccl_call_t *op = ops; op; op = op->next) {
         if (op->run) mpccl_exec_free(op->run);
         op->run = NULL;

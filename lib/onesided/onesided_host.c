@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/comm_drain.h"
 #include "core/comm_fail.h"
 #include "util/config.h"
 #include "core/group.h"
@@ -258,7 +259,9 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
         }
         ws->expected[k] = want;
     }
-    return MPCCL_OK;
+    /* Emulated atomics owe their origins a completion message: it leaves
+     * before this call returns (core/comm_drain.h). */
+    return mpccl_comm_drain(comm, "ncclWaitSignal");
 }
 
 /* ---- the host executor's one-sided hooks (lib/host/host_executor.c) ---- */
