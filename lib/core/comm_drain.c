@@ -2,8 +2,10 @@
  * Between ranks of one machine UCX carries messages through shared memory,
  * whose queues are small: the acknowledgement of a rendezvous receive, or the
  * completion of an emulated put or atomic, may find the peer's queue full and
- * wait in this rank's worker, sent only when the worker is progressed again. */
-#include <sched.h>
+ * wait in this rank's endpoint, sent only when the worker is progressed
+ * again.  Each endpoint is flushed: UCX 1.13's worker flush returns once its
+ * interfaces are flushed, with such messages still queued on endpoints. */
+#include <stdlib.h>
 #include <time.h>
 
 #include "core/comm_drain.h"
@@ -18,33 +20,53 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-enum { DRAIN_BATCH = 16 };
+/* The flushes of every peer of every communicator, progressed together. */
+typedef struct drain {
+    ncclComm_t *comms;
+    int ncomms;
+    mpccl_req_t *reqs; /* comms[c]'s peer p at first[c] + p */
+    size_t *first;
+    size_t nreqs;
+} drain_t;
 
-/* Drains up to DRAIN_BATCH communicators with distinct transports. */
-static mpccl_status_t drain_batch(ncclComm_t *comms, int n, const char *fn)
+static void cancel_all(drain_t *d)
 {
-    mpccl_req_t req[DRAIN_BATCH];
-    int posted = 0;
-    mpccl_status_t st = MPCCL_OK;
-    for (int i = 0; i < n; i++) {
-        mpccl_transport_t *t = comms[i]->transport;
-        req[i].done = 1;
-        req[i].status = MPCCL_OK;
-        if (t == NULL || t->ops->flush == NULL) continue;
-        st = t->ops->flush(t, -1, &req[i]);
-        if (st != MPCCL_OK) break;
-        posted = i + 1;
+    for (int c = 0; c < d->ncomms; c++) {
+        mpccl_transport_t *t = d->comms[c]->transport;
+        for (int p = 0; p < d->comms[c]->nranks; p++) t->ops->cancel(t, &d->reqs[d->first[c] + (size_t)p]);
     }
+}
+
+static mpccl_status_t post_all(drain_t *d)
+{
+    for (size_t i = 0; i < d->nreqs; i++) {
+        d->reqs[i].done = 1;
+        d->reqs[i].status = MPCCL_OK;
+        d->reqs[i].impl = NULL;
+    }
+    for (int c = 0; c < d->ncomms; c++) {
+        ncclComm_t comm = d->comms[c];
+        for (int p = 0; p < comm->nranks; p++)
+            if (p != comm->rank) MPCCL_CHECK(comm->transport->ops->flush(comm->transport, p, &d->reqs[d->first[c] + (size_t)p]));
+    }
+    return MPCCL_OK;
+}
+
+static mpccl_status_t wait_all(drain_t *d, const char *fn)
+{
     int64_t timeout = mpccl_config_int("OP_TIMEOUT");
     double start = timeout > 0 ? now_seconds() : 0;
     unsigned idle = 0;
     for (;;) {
         int pending = 0, events = 0;
         mpccl_transport_t *idle_on = NULL;
-        for (int i = 0; i < posted; i++) {
-            if (__atomic_load_n(&req[i].done, __ATOMIC_ACQUIRE)) continue;
+        for (int c = 0; c < d->ncomms; c++) {
+            int left = 0;
+            for (int p = 0; p < d->comms[c]->nranks && !left; p++)
+                left = !__atomic_load_n(&d->reqs[d->first[c] + (size_t)p].done, __ATOMIC_ACQUIRE);
+            if (!left) continue;
             pending++;
-            idle_on = comms[i]->transport;
+            idle_on = d->comms[c]->transport;
             events += idle_on->ops->progress(idle_on);
         }
         if (!pending) break;
@@ -54,42 +76,55 @@ static mpccl_status_t drain_batch(ncclComm_t *comms, int n, const char *fn)
         }
         if (++idle <= 16) continue;
         idle_on->ops->idle(idle_on);
-        for (int i = 0; i < posted; i++) {
-            if (req[i].done || !mpccl_comm_failed_idle(comms[i])) continue;
+        for (int c = 0; c < d->ncomms; c++) {
+            if (!mpccl_comm_failed_idle(d->comms[c])) continue;
             /* a peer died or revoked (comm_fail.h): nothing more can be owed to it */
-            for (int j = 0; j < posted; j++) comms[j]->transport->ops->cancel(comms[j]->transport, &req[j]);
-            mpccl_comm_send_revoke(comms[i]);
-            return mpccl_comm_fail_report(comms[i], fn);
+            cancel_all(d);
+            mpccl_comm_send_revoke(d->comms[c]);
+            return mpccl_comm_fail_report(d->comms[c], fn);
         }
         if (timeout > 0 && now_seconds() - start > (double)timeout) {
-            for (int j = 0; j < posted; j++) comms[j]->transport->ops->cancel(comms[j]->transport, &req[j]);
+            cancel_all(d);
             return mpccl_fail(MPCCL_ERR_REMOTE,
                               "%s: rank %d: its last messages did not leave within MPCCL_OP_TIMEOUT=%lld s "
                               "(a peer stopped receiving)",
-                              fn, comms[0]->rank, (long long)timeout);
+                              fn, d->comms[0]->rank, (long long)timeout);
         }
     }
-    for (int i = 0; i < posted && st == MPCCL_OK; i++) st = req[i].status;
-    return st;
+    for (size_t i = 0; i < d->nreqs; i++)
+        if (d->reqs[i].status != MPCCL_OK) return d->reqs[i].status;
+    return MPCCL_OK;
 }
 
 mpccl_status_t mpccl_comm_drain_all(ncclComm_t *comms, int n, const char *fn)
 {
-    ncclComm_t batch[DRAIN_BATCH];
-    int nb = 0;
-    mpccl_status_t st = MPCCL_OK;
-    /* Larger groups drain in batches; each batch progresses its members together. */
-    for (int i = 0; i < n && st == MPCCL_OK; i++) {
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++) seen = comms[j] == comms[i];
-        if (seen || comms[i]->transport == NULL) continue;
-        batch[nb++] = comms[i];
-        if (nb == DRAIN_BATCH) {
-            st = drain_batch(batch, nb, fn);
-            nb = 0;
-        }
+    drain_t d = {0};
+    d.comms = malloc(sizeof(*d.comms) * (size_t)(n ? n : 1));
+    d.first = malloc(sizeof(*d.first) * (size_t)(n ? n : 1));
+    if (d.comms == NULL || d.first == NULL) {
+        free(d.comms);
+        free(d.first);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory draining %d communicators", fn, n);
     }
-    if (st == MPCCL_OK && nb) st = drain_batch(batch, nb, fn);
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < d.ncomms && !seen; j++) seen = d.comms[j] == comms[i];
+        mpccl_transport_t *t = comms[i]->transport;
+        if (seen || t == NULL || t->ops->flush == NULL) continue;
+        d.first[d.ncomms] = d.nreqs;
+        d.comms[d.ncomms++] = comms[i];
+        d.nreqs += (size_t)comms[i]->nranks;
+    }
+    mpccl_status_t st = MPCCL_OK;
+    if (d.nreqs) {
+        d.reqs = calloc(d.nreqs, sizeof(*d.reqs));
+        st = d.reqs ? post_all(&d) : mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory for %zu flushes", fn, d.nreqs);
+        if (st == MPCCL_OK) st = wait_all(&d, fn);
+        else if (d.reqs) cancel_all(&d); /* posted flushes must not write into freed storage */
+    }
+    free(d.reqs);
+    free(d.comms);
+    free(d.first);
     return st;
 }
 

@@ -40,7 +40,7 @@ struct mpccl_transport_ops {
     mpccl_status_t (*atomic_add)(mpccl_transport_t *t, int peer, uint64_t value,
                                  uint64_t remote_addr, void *rkey, mpccl_req_t *req);
     /* Remote completion: req ends once every operation issued to peer so far
-     * (peer < 0: to every peer) has completed there, including the protocol
+     * has completed there, including the protocol
      * messages this rank still owes its peers (rendezvous acknowledgements,
      * completions of emulated one-sided operations), which leave only while
      * the transport is progressed.  NULL: nothing is ever left owed. */

@@ -139,9 +139,6 @@ static mpccl_status_t map_status(mpccl_ucx_tp_t *tp, int peer, uint64_t tag, siz
     /* Cancelled by the caller, by a peer failure or by close: the reason was
      * reported where it happened. */
     if (st == UCS_ERR_CANCELED) return MPCCL_ERR_REMOTE;
-    if (peer < 0) /* a worker flush: the endpoint that broke reports itself */
-        return mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: UCX worker flush failed: %s", tp->pub.rank,
-                          ucs_status_string(st));
     peer_failed(tp, peer, st); /* any other error means the connection broke */
     return MPCCL_ERR_REMOTE;
 }
@@ -422,7 +419,7 @@ static void ucx_close(mpccl_transport_t *t, int force)
     /* A send still in flight (cancelled, or never matched) would keep a flushing
      * close waiting: only a forced close releases it. */
     for (mpccl_ucx_op_t *op = tp->inflight.next; op != &tp->inflight; op = op->next)
-        if (!op->is_recv && op->peer >= 0) tp->peers[op->peer].force_close = 1;
+        if (!op->is_recv) tp->peers[op->peer].force_close = 1;
     void **closing = calloc((size_t)nranks, sizeof(void *));
     for (i = 0; i < nranks; i++) {
         mpccl_ucx_peer_t *p = &tp->peers[i];
@@ -600,14 +597,15 @@ static mpccl_status_t ucx_atomic_add(mpccl_transport_t *t, int peer, uint64_t va
     return MPCCL_OK;
 }
 
-/* ucp_ep_flush_nbx (peer >= 0) or ucp_worker_flush_nbx (peer < 0): the
- * callback is a send callback, so it is tracked as a send (peer failure and
- * close end it as they end sends). */
+/* ucp_ep_flush_nbx: its callback is a send callback, so it is tracked as a
+ * send (peer failure and close end it as they end sends).  An endpoint flush
+ * also waits for what UCX queued on the endpoint, which UCX 1.13's worker
+ * flush does not. */
 static mpccl_status_t ucx_flush(mpccl_transport_t *t, int peer, mpccl_req_t *req)
 {
     mpccl_ucx_tp_t *tp = t->impl;
-    MPCCL_CHECK(check_peer(tp, peer < 0 ? 0 : peer, req));
-    if (peer >= 0 && tp->peers[peer].failed) {
+    MPCCL_CHECK(check_peer(tp, peer, req));
+    if (tp->peers[peer].failed) {
         finish(req, mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: flush of one-sided operations to rank %d, whose "
                                                  "connection is closed",
                                tp->pub.rank, peer));
@@ -617,7 +615,7 @@ static mpccl_status_t ucx_flush(mpccl_transport_t *t, int peer, mpccl_req_t *req
     set_params(tp, &prm, req, peer, 0, 0, 0);
     prm.op_attr_mask &= ~(uint32_t)UCP_OP_ATTR_FIELD_DATATYPE;
     prm.cb.send = send_cb;
-    ucs_status_ptr_t sp = peer < 0 ? ucp_worker_flush_nbx(tp->worker, &prm) : ucp_ep_flush_nbx(tp->peers[peer].ep, &prm);
+    ucs_status_ptr_t sp = ucp_ep_flush_nbx(tp->peers[peer].ep, &prm);
     track(tp, sp, req, peer, 0, 0, 0);
     return MPCCL_OK;
 }
