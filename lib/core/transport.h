@@ -61,12 +61,15 @@ struct mpccl_transport {
     int nranks;
     void *impl;
     /* Failure notices to the owner (comm_fail.c), run from progress in the
-     * driving thread: peer sent the revoke message.  NULL: nobody listens. */
-    void (*on_revoke)(void *owner, int peer);
+     * driving thread: peer sent the revoke message, whose 8 bytes are word
+     * (the owner checks that it names its communicator).  NULL: nobody
+     * listens. */
+    void (*on_revoke)(void *owner, int peer, uint64_t word);
     void *owner;
 };
 
-/* The revoke message (comm_fail.c): 8 bytes from sender, on a tag no schedule,
+/* The revoke message (comm_fail.c): 8 bytes from sender (the communicator's
+ * id, so that no other communicator takes it for its own), on a tag no schedule,
  * p2p sequence, shrink or proxy message reaches (low 40 bits all ones but the
  * last).  A transport keeps one receive for it posted from any sender. */
 #define MPCCL_REVOKE_TAG(sender) (((uint64_t)(sender) << 40) | 0xfffffffffeULL)

@@ -40,6 +40,7 @@ typedef struct mpccl_ucx_tp {
     uint64_t revoke_buf;
     int revoke_posting, revoke_posted_done;
     int revoke_arrived, revoke_from;
+    uint64_t revoke_word;     /* what the arrived revoke message said */
     int closing;
 } mpccl_ucx_tp_t;
 
@@ -325,7 +326,7 @@ static int ucx_progress(mpccl_transport_t *t)
     if (tp->revoke_arrived) {
         tp->revoke_arrived = 0;
         post_revoke_recv(tp);
-        if (t->on_revoke) t->on_revoke(t->owner, tp->revoke_from);
+        if (t->on_revoke) t->on_revoke(t->owner, tp->revoke_from, tp->revoke_word);
         n++;
     }
     if (n > 0) tp->idle_since = 0;
@@ -627,6 +628,7 @@ static void revoke_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t 
     mpccl_ucx_tp_t *tp = user_data;
     if (st == UCS_OK && info) {
         tp->revoke_from = (int)(info->sender_tag >> 40);
+        tp->revoke_word = tp->revoke_buf;
         tp->revoke_arrived = 1;
     }
     if (tp->revoke_posting) tp->revoke_posted_done = 1;

@@ -160,7 +160,7 @@ static void sim_cancel(mpccl_transport_t *t, mpccl_req_t *req)
 static void sim_close(mpccl_transport_t *t, int force) { (void)t, (void)force; }
 
 static const struct mpccl_transport_ops sim_ops = {sim_isend, sim_irecv, sim_progress, sim_idle, sim_cancel,
-                                                   sim_close, NULL, NULL, NULL};
+                                                   sim_close, NULL, NULL, NULL, NULL};
 
 sim_world_t *sim_create(int nranks, uint64_t seed)
 {
