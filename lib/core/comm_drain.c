@@ -4,7 +4,8 @@
  * completion of an emulated put or atomic, may find the peer's queue full and
  * wait in this rank's endpoint, sent only when the worker is progressed
  * again.  Each endpoint is flushed: UCX 1.13's worker flush returns once its
- * interfaces are flushed, with such messages still queued on endpoints. */
+ * interfaces are flushed, with such messages still queued on endpoints; and
+ * only the endpoints to peers the call received from (comm_drain.h). */
 #include <stdlib.h>
 #include <time.h>
 
@@ -37,7 +38,7 @@ static void cancel_all(drain_t *d)
     }
 }
 
-static mpccl_status_t post_all(drain_t *d)
+static mpccl_status_t post_all(drain_t *d, const unsigned char *want)
 {
     for (size_t i = 0; i < d->nreqs; i++) {
         d->reqs[i].done = 1;
@@ -47,7 +48,8 @@ static mpccl_status_t post_all(drain_t *d)
     for (int c = 0; c < d->ncomms; c++) {
         ncclComm_t comm = d->comms[c];
         for (int p = 0; p < comm->nranks; p++)
-            if (p != comm->rank) MPCCL_CHECK(comm->transport->ops->flush(comm->transport, p, &d->reqs[d->first[c] + (size_t)p]));
+            if (p != comm->rank && want[d->first[c] + (size_t)p])
+                MPCCL_CHECK(comm->transport->ops->flush(comm->transport, p, &d->reqs[d->first[c] + (size_t)p]));
     }
     return MPCCL_OK;
 }
@@ -96,21 +98,26 @@ static mpccl_status_t wait_all(drain_t *d, const char *fn)
     return MPCCL_OK;
 }
 
-mpccl_status_t mpccl_comm_drain_all(ncclComm_t *comms, int n, const char *fn)
+mpccl_status_t mpccl_comm_drain_all(ncclComm_t *comms, const unsigned char *const *from, int n, const char *fn)
 {
     drain_t d = {0};
+    unsigned char *want = NULL;
+    int *slot = malloc(sizeof(int) * (size_t)(n ? n : 1));
     d.comms = malloc(sizeof(*d.comms) * (size_t)(n ? n : 1));
     d.first = malloc(sizeof(*d.first) * (size_t)(n ? n : 1));
-    if (d.comms == NULL || d.first == NULL) {
+    if (d.comms == NULL || d.first == NULL || slot == NULL) {
         free(d.comms);
         free(d.first);
+        free(slot);
         return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory draining %d communicators", fn, n);
     }
     for (int i = 0; i < n; i++) {
-        int seen = 0;
-        for (int j = 0; j < d.ncomms && !seen; j++) seen = d.comms[j] == comms[i];
+        slot[i] = -1;
+        for (int j = 0; j < d.ncomms && slot[i] < 0; j++)
+            if (d.comms[j] == comms[i]) slot[i] = j;
         mpccl_transport_t *t = comms[i]->transport;
-        if (seen || t == NULL || t->ops->flush == NULL) continue;
+        if (slot[i] >= 0 || t == NULL || t->ops->flush == NULL) continue;
+        slot[i] = d.ncomms;
         d.first[d.ncomms] = d.nreqs;
         d.comms[d.ncomms++] = comms[i];
         d.nreqs += (size_t)comms[i]->nranks;
@@ -118,17 +125,24 @@ mpccl_status_t mpccl_comm_drain_all(ncclComm_t *comms, int n, const char *fn)
     mpccl_status_t st = MPCCL_OK;
     if (d.nreqs) {
         d.reqs = calloc(d.nreqs, sizeof(*d.reqs));
-        st = d.reqs ? post_all(&d) : mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory for %zu flushes", fn, d.nreqs);
+        want = calloc(d.nreqs, 1);
+        for (int i = 0; want && i < n; i++)
+            for (int p = 0; slot[i] >= 0 && from[i] && p < comms[i]->nranks; p++)
+                want[d.first[slot[i]] + (size_t)p] |= from[i][p];
+        st = d.reqs && want ? post_all(&d, want)
+                            : mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory for %zu flushes", fn, d.nreqs);
         if (st == MPCCL_OK) st = wait_all(&d, fn);
-        else if (d.reqs) cancel_all(&d); /* posted flushes must not write into freed storage */
+        else if (d.reqs && want) cancel_all(&d); /* posted flushes must not write into freed storage */
     }
+    free(want);
+    free(slot);
     free(d.reqs);
     free(d.comms);
     free(d.first);
     return st;
 }
 
-mpccl_status_t mpccl_comm_drain(ncclComm_t comm, const char *fn)
+mpccl_status_t mpccl_comm_drain(ncclComm_t comm, const unsigned char *from, const char *fn)
 {
-    return mpccl_comm_drain_all(&comm, 1, fn);
+    return mpccl_comm_drain_all(&comm, &from, 1, fn);
 }

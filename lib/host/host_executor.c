@@ -5,7 +5,6 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "core/comm_drain.h"
@@ -134,29 +133,28 @@ static void link_collectives(mpccl_call_t *ops)
     }
 }
 
-/* Once the calls completed: what this rank still owes its peers (rendezvous
- * acknowledgements) leaves before the call returns (core/comm_drain.h). */
+/* Once the calls completed: what this rank still owes the peers it received
+ * from (rendezvous acknowledgements) leaves before the call returns
+ * (core/comm_drain.h). */
 static mpccl_status_t drain_comms(mpccl_call_t *ops)
 {
-    ncclComm_t few[16], *comms = few;
-    int n = 0, cap = 16;
-    mpccl_status_t st = MPCCL_OK;
-    for (mpccl_call_t *op = ops; op; op = op->next) {
-        if (n == cap) {
-            ncclComm_t *more = malloc(sizeof(*more) * (size_t)cap * 2);
-            if (more == NULL) {
-                st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a group of %d calls", n);
-                break;
-            }
-            memcpy(more, comms, sizeof(*more) * (size_t)n);
-            if (comms != few) free(comms);
-            comms = more;
-            cap *= 2;
-        }
-        comms[n++] = op->comm;
+    int n = 0;
+    for (mpccl_call_t *op = ops; op; op = op->next) n++;
+    ncclComm_t *comms = malloc(sizeof(*comms) * (size_t)(n ? n : 1));
+    unsigned char **from = calloc((size_t)(n ? n : 1), sizeof(*from));
+    mpccl_status_t st = comms && from ? MPCCL_OK
+                                      : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory draining a group of %d calls", n);
+    int i = 0;
+    for (mpccl_call_t *op = ops; op && st == MPCCL_OK; op = op->next, i++) {
+        comms[i] = op->comm;
+        from[i] = calloc((size_t)op->comm->nranks, 1);
+        if (from[i] == NULL) st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory draining a group of %d calls", n);
+        else if (op->run) mpccl_exec_recv_peers(op->run, from[i]);
     }
-    if (st == MPCCL_OK) st = mpccl_comm_drain_all(comms, n, "ncclGroupEnd");
-    if (comms != few) free(comms);
+    if (st == MPCCL_OK) st = mpccl_comm_drain_all(comms, (const unsigned char *const *)from, n, "ncclGroupEnd");
+    for (int j = 0; from && j < n; j++) free(from[j]);
+    free(from);
+    free(comms);
     return st;
 }
 

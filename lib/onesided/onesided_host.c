@@ -261,7 +261,12 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
     }
     /* Emulated atomics owe their origins a completion message: it leaves
      * before this call returns (core/comm_drain.h). */
-    return mpccl_comm_drain(comm, "ncclWaitSignal");
+    unsigned char *from = calloc((size_t)comm->nranks, 1);
+    if (from == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclWaitSignal: out of memory for %d peers", comm->nranks);
+    for (int i = 0; i < ndesc; i++) from[descs[i].peer] = 1;
+    mpccl_status_t st = mpccl_comm_drain(comm, from, "ncclWaitSignal");
+    free(from);
+    return st;
 }
 
 /* ---- the host executor's one-sided hooks (lib/host/host_executor.c) ---- */
