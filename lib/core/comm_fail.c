@@ -123,7 +123,7 @@ mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm)
         f->peers[r].host[sizeof(f->peers[r].host) - 1] = '\0';
         f->same_machine[r] = watch && f->peers[r].machine == me->machine;
     }
-    f->revoke_word = (uint64_t)comm->rank;
+    f->revoke_word = comm->id; /* peers check it names their communicator */
     comm->fail = f;
     return MPCCL_OK;
 }
@@ -167,11 +167,18 @@ int mpccl_comm_failed_idle(ncclComm_t comm)
     return mpccl_comm_failed(comm);
 }
 
-static void peer_revoked(void *owner, int peer)
+static void peer_revoked(void *owner, int peer, uint64_t word)
 {
     ncclComm_t comm = owner;
     mpccl_fail_state_t *f = comm->fail;
     if (!f || peer < 0 || peer >= comm->nranks) return;
+    /* The message names the communicator it revokes: one meant for another
+     * (a shrink's parent, say) is not this one's failure. */
+    if (word != comm->id) {
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d: ignored a revoke from rank %d for comm 0x%llx",
+                   (unsigned long long)comm->id, comm->rank, peer, (unsigned long long)word);
+        return;
+    }
     f->revoked_by[peer] = 1;
     mpccl_comm_fail(comm, ncclRemoteError,
                     "rank %d (host %s, pid %d) revoked the communicator (a rank failed, or it called "

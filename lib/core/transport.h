@@ -39,6 +39,12 @@ struct mpccl_transport_ops {
                           uint64_t remote_addr, void *rkey, mpccl_req_t *req);
     mpccl_status_t (*atomic_add)(mpccl_transport_t *t, int peer, uint64_t value,
                                  uint64_t remote_addr, void *rkey, mpccl_req_t *req);
+    /* Remote completion: req ends once every operation issued to peer so far
+     * has completed there, including the protocol
+     * messages this rank still owes its peers (rendezvous acknowledgements,
+     * completions of emulated one-sided operations), which leave only while
+     * the transport is progressed.  NULL: nothing is ever left owed. */
+    mpccl_status_t (*flush)(mpccl_transport_t *t, int peer, mpccl_req_t *req);
     /* Sleeping until traffic arrives (optional; NULL: the transport cannot tell).
      * Asks to be told of the next arrival and returns a file descriptor that turns
      * readable then; MPCCL_ARM_BUSY when something already waits to be progressed
@@ -71,12 +77,15 @@ struct mpccl_transport {
     int nranks;
     void *impl;
     /* Failure notices to the owner (comm_fail.c), run from progress in the
-     * driving thread: peer sent the revoke message.  NULL: nobody listens. */
-    void (*on_revoke)(void *owner, int peer);
+     * driving thread: peer sent the revoke message, whose 8 bytes are word
+     * (the owner checks that it names its communicator).  NULL: nobody
+     * listens. */
+    void (*on_revoke)(void *owner, int peer, uint64_t word);
     void *owner;
 };
 
-/* The revoke message (comm_fail.c): 8 bytes from sender, on a tag no schedule,
+/* The revoke message (comm_fail.c): 8 bytes from sender (the communicator's
+ * id, so that no other communicator takes it for its own), on a tag no schedule,
  * p2p sequence, shrink or proxy message reaches (low 40 bits all ones but the
  * last).  A transport keeps one receive for it posted from any sender. */
 #define MPCCL_REVOKE_TAG(sender) (((uint64_t)(sender) << 40) | 0xfffffffffeULL)

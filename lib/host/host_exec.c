@@ -279,6 +279,13 @@ static int drain(mpccl_exec_t *ex)
     return 0;
 }
 
+void mpccl_exec_recv_peers(const mpccl_exec_t *ex, unsigned char *from)
+{
+    const mpccl_sched_t *s = ex->task.sched;
+    for (uint32_t i = 0; i < ex->n; i++)
+        if (s->steps[i].kind == MPCCL_STEP_RECV && s->steps[i].peer >= 0) from[s->steps[i].peer] = 1;
+}
+
 void mpccl_exec_free(mpccl_exec_t *ex)
 {
     if (!ex) return;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "core/comm_drain.h"
 #include "core/comm_fail.h"
 #include "core/group.h"
 #include "host/host_exec.h"
@@ -132,11 +133,37 @@ static void link_collectives(mpccl_call_t *ops)
     }
 }
 
+/* Once the calls completed: what this rank still owes the peers it received
+ * from (rendezvous acknowledgements) leaves before the call returns
+ * (core/comm_drain.h). */
+static mpccl_status_t drain_comms(mpccl_call_t *ops)
+{
+    int n = 0;
+    for (mpccl_call_t *op = ops; op; op = op->next) n++;
+    ncclComm_t *comms = malloc(sizeof(*comms) * (size_t)(n ? n : 1));
+    unsigned char **from = calloc((size_t)(n ? n : 1), sizeof(*from));
+    mpccl_status_t st = comms && from ? MPCCL_OK
+                                      : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory draining a group of %d calls", n);
+    int i = 0;
+    for (mpccl_call_t *op = ops; op && st == MPCCL_OK; op = op->next, i++) {
+        comms[i] = op->comm;
+        from[i] = calloc((size_t)op->comm->nranks, 1);
+        if (from[i] == NULL) st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory draining a group of %d calls", n);
+        else if (op->run) mpccl_exec_recv_peers(op->run, from[i]);
+    }
+    if (st == MPCCL_OK) st = mpccl_comm_drain_all(comms, (const unsigned char *const *)from, n, "ncclGroupEnd");
+    for (int j = 0; from && j < n; j++) free(from[j]);
+    free(from);
+    free(comms);
+    return st;
+}
+
 /* Runs a list of calls to completion; the caller frees them. */
 static mpccl_status_t host_run_group(mpccl_call_t *ops)
 {
     link_collectives(ops);
     mpccl_status_t st = run_ops(ops);
+    if (st == MPCCL_OK) st = drain_comms(ops);
     for (mpccl_call_t *op = ops; op; op = op->next) {
         if (op->run) mpccl_exec_free(op->run);
         op->run = NULL;

@@ -3,14 +3,18 @@
  * atomic add of 1 on the signal counter (ctx, sigIdx, me) in the peer's signal
  * area: the fence makes the data complete at the target before the add
  * begins, and orders it after every earlier operation of this rank, so puts
- * and signals to one peer keep program order.  Calls complete locally before
- * returning (host communicators have no stream): the source may be reused;
- * inside a group, at ncclGroupEnd (the group's puts are in flight together). */
+ * and signals to one peer keep program order.  A flush of the endpoint then
+ * makes the call complete at the target before it returns (host communicators
+ * have no stream, nor a progress thread: over shared memory UCX emulates RMA
+ * with messages that may still need this rank's progress after UCX reported
+ * them complete locally); inside a group, at ncclGroupEnd (the group's puts
+ * are in flight together). */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/comm_drain.h"
 #include "core/comm_fail.h"
 #include "util/config.h"
 #include "core/group.h"
@@ -154,10 +158,10 @@ static mpccl_status_t wait_reqs(ncclComm_t comm, mpccl_req_t *reqs, int n)
     return MPCCL_OK;
 }
 
-/* The requests of one put (data, then signal); on the heap while a group
+/* The requests of one put (data, signal, flush); on the heap while a group
  * keeps it in flight, since UCX writes their completion later. */
 typedef struct mpccl_host_put {
-    mpccl_req_t reqs[2];
+    mpccl_req_t reqs[3];
     int n;
     struct mpccl_host_put *next;
 } mpccl_host_put_t;
@@ -181,6 +185,9 @@ mpccl_status_t mpccl_host_put_signal(ncclComm_t comm, const void *src, size_t by
     }
     uint64_t addr = ws->peer_sig_addr[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank) * sizeof(uint64_t);
     MPCCL_CHECK_GOTO(t->ops->atomic_add(t, peer, 1, addr, ws->peer_sig_rkey[peer], &op->reqs[op->n]), st, fail);
+    op->n++;
+    /* Remote completion: nothing of this call may wait for our next progress. */
+    MPCCL_CHECK_GOTO(t->ops->flush(t, peer, &op->reqs[op->n]), st, fail);
     op->n++;
     /* No fence after the add: a later put to this peer is preceded by its own
      * fence, and counters only add (their order does not matter). */
@@ -252,7 +259,14 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
         }
         ws->expected[k] = want;
     }
-    return MPCCL_OK;
+    /* Emulated atomics owe their origins a completion message: it leaves
+     * before this call returns (core/comm_drain.h). */
+    unsigned char *from = calloc((size_t)comm->nranks, 1);
+    if (from == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclWaitSignal: out of memory for %d peers", comm->nranks);
+    for (int i = 0; i < ndesc; i++) from[descs[i].peer] = 1;
+    mpccl_status_t st = mpccl_comm_drain(comm, from, "ncclWaitSignal");
+    free(from);
+    return st;
 }
 
 /* ---- the host executor's one-sided hooks (lib/host/host_executor.c) ---- */

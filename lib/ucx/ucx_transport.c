@@ -40,6 +40,7 @@ typedef struct mpccl_ucx_tp {
     uint64_t revoke_buf;
     int revoke_posting, revoke_posted_done;
     int revoke_arrived, revoke_from;
+    uint64_t revoke_word;     /* what the arrived revoke message said */
     int closing;
 } mpccl_ucx_tp_t;
 
@@ -368,7 +369,7 @@ static int ucx_progress(mpccl_transport_t *t)
     if (tp->revoke_arrived) {
         tp->revoke_arrived = 0;
         post_revoke_recv(tp);
-        if (t->on_revoke) t->on_revoke(t->owner, tp->revoke_from);
+        if (t->on_revoke) t->on_revoke(t->owner, tp->revoke_from, tp->revoke_word);
         n++;
     }
     if (n > 0) tp->idle_since = 0;
@@ -640,6 +641,29 @@ static mpccl_status_t ucx_atomic_add(mpccl_transport_t *t, int peer, uint64_t va
     return MPCCL_OK;
 }
 
+/* ucp_ep_flush_nbx: its callback is a send callback, so it is tracked as a
+ * send (peer failure and close end it as they end sends).  An endpoint flush
+ * also waits for what UCX queued on the endpoint, which UCX 1.13's worker
+ * flush does not. */
+static mpccl_status_t ucx_flush(mpccl_transport_t *t, int peer, mpccl_req_t *req)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    MPCCL_CHECK(check_peer(tp, peer, req));
+    if (tp->peers[peer].failed) {
+        /* Nothing can leave for a closed connection; the operations that
+         * needed it ended with their own errors. */
+        finish(req, MPCCL_OK);
+        return MPCCL_OK;
+    }
+    ucp_request_param_t prm;
+    set_params(tp, &prm, req, peer, 0, 0, 0);
+    prm.op_attr_mask &= ~(uint32_t)UCP_OP_ATTR_FIELD_DATATYPE;
+    prm.cb.send = send_cb;
+    ucs_status_ptr_t sp = ucp_ep_flush_nbx(tp->peers[peer].ep, &prm);
+    track(tp, sp, req, peer, 0, 0, 0);
+    return MPCCL_OK;
+}
+
 /* ---- the revoke message ---- */
 
 static void revoke_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user_data)
@@ -647,6 +671,7 @@ static void revoke_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t 
     mpccl_ucx_tp_t *tp = user_data;
     if (st == UCS_OK && info) {
         tp->revoke_from = (int)(info->sender_tag >> 40);
+        tp->revoke_word = tp->revoke_buf;
         tp->revoke_arrived = 1;
     }
     if (tp->revoke_posting) tp->revoke_posted_done = 1;
@@ -699,6 +724,7 @@ static const struct mpccl_transport_ops ucx_ops = {
     .close = ucx_close,
     .put = ucx_put,
     .atomic_add = ucx_atomic_add,
+    .flush = ucx_flush,
     .arm = ucx_arm,
     .region_open = ucx_region_open,
     .region_close = ucx_region_close,

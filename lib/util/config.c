@@ -44,11 +44,10 @@ static mpccl_setting_t settings[] = {
      NULL},
     {"UCX_CLOSE_TIMEOUT", NULL, "2000", "milliseconds ncclCommDestroy waits for UCX to flush", NULL,
      NULL},
-    {"UCX_ERR_MODE", NULL, "peer",
-     "peer: UCX detects dead peers everywhere (ranks of one host then use tcp loopback, slower); auto: peers of "
-     "this machine connect without UCX's failure detection (shared memory/cma; MPCCL_PEER_WATCH detects their "
-     "death), other peers with it -- not the default yet: many concurrent send/recv among 8 ranks on 2 cores "
-     "hung in 2 of 10 runs; none: shared memory everywhere, remote deaths noticed only by revokes and "
+    {"UCX_ERR_MODE", NULL, "auto",
+     "auto: peers of this machine connect without UCX's failure detection (shared memory/cma; MPCCL_PEER_WATCH "
+     "detects their death), other peers with it; peer: UCX detects dead peers everywhere (ranks of one host then "
+     "use tcp loopback, slower); none: shared memory everywhere, remote deaths noticed only by revokes and "
      "MPCCL_OP_TIMEOUT",
      NULL, NULL},
     {"PEER_WATCH", NULL, "1",

@@ -6,8 +6,8 @@
 # watcher.  test_fault forks its ranks (mpirun would end the job when one
 # dies); timeout bounds each run so a hang fails instead of blocking.
 # The 5 s bound holds where same-machine peers use shared memory
-# (MPCCL_UCX_ERR_MODE=auto; doc/RELIABILITY.md): over the default peer mode's
-# TCP loopback, UCX can keep a survivor busy with the dead rank for ~20 s.
+# (MPCCL_UCX_ERR_MODE=auto, the default; doc/RELIABILITY.md): over peer
+# mode's TCP loopback, UCX can keep a survivor busy with the dead rank ~20 s.
 MPCCL_UCX_ERR_MODE=${MPCCL_UCX_ERR_MODE:-auto}
 export MPCCL_UCX_ERR_MODE
 prog=${top_builddir:-.}/test/mpi/test_fault
