@@ -28,6 +28,7 @@ typedef struct drain {
     mpccl_req_t *reqs; /* comms[c]'s peer p at first[c] + p */
     size_t *first;
     size_t nreqs;
+    unsigned char *ignore; /* per request: its peer ended, its result does not count */
 } drain_t;
 
 static void cancel_all(drain_t *d)
@@ -35,6 +36,27 @@ static void cancel_all(drain_t *d)
     for (int c = 0; c < d->ncomms; c++) {
         mpccl_transport_t *t = d->comms[c]->transport;
         for (int p = 0; p < d->comms[c]->nranks; p++) t->ops->cancel(t, &d->reqs[d->first[c] + (size_t)p]);
+    }
+}
+
+/* The call is complete: what it may still owe a peer that ended (it
+ * finalized and exited, or died) is owed to nobody, so that peer's flush is
+ * cancelled and its result ignored.  A death is failed by the next call that
+ * needs the rank, or by a revoke. */
+static int needs_none(void *arg, int rank)
+{
+    (void)arg, (void)rank;
+    return 0;
+}
+
+static void skip_dead(drain_t *d, int c)
+{
+    ncclComm_t comm = d->comms[c];
+    for (int p = 0; p < comm->nranks; p++) {
+        size_t i = d->first[c] + (size_t)p;
+        if (d->ignore[i] || !mpccl_comm_peer_dead(comm, p)) continue;
+        d->ignore[i] = 1;
+        if (!__atomic_load_n(&d->reqs[i].done, __ATOMIC_ACQUIRE)) comm->transport->ops->cancel(comm->transport, &d->reqs[i]);
     }
 }
 
@@ -79,7 +101,8 @@ static mpccl_status_t wait_all(drain_t *d, const char *fn)
         if (++idle <= 16) continue;
         idle_on->ops->idle(idle_on);
         for (int c = 0; c < d->ncomms; c++) {
-            if (!mpccl_comm_failed_idle(d->comms[c])) continue;
+            skip_dead(d, c);
+            if (!mpccl_comm_failed_idle_for(d->comms[c], needs_none, NULL)) continue;
             /* a peer died or revoked (comm_fail.h): nothing more can be owed to it */
             cancel_all(d);
             mpccl_comm_send_revoke(d->comms[c]);
@@ -94,7 +117,7 @@ static mpccl_status_t wait_all(drain_t *d, const char *fn)
         }
     }
     for (size_t i = 0; i < d->nreqs; i++)
-        if (d->reqs[i].status != MPCCL_OK) return d->reqs[i].status;
+        if (d->reqs[i].status != MPCCL_OK && !d->ignore[i]) return d->reqs[i].status;
     return MPCCL_OK;
 }
 
@@ -125,18 +148,20 @@ mpccl_status_t mpccl_comm_drain_all(ncclComm_t *comms, const unsigned char *cons
     mpccl_status_t st = MPCCL_OK;
     if (d.nreqs) {
         d.reqs = calloc(d.nreqs, sizeof(*d.reqs));
+        d.ignore = calloc(d.nreqs, 1);
         want = calloc(d.nreqs, 1);
         for (int i = 0; want && i < n; i++)
             for (int p = 0; slot[i] >= 0 && from[i] && p < comms[i]->nranks; p++)
                 want[d.first[slot[i]] + (size_t)p] |= from[i][p];
-        st = d.reqs && want ? post_all(&d, want)
+        st = d.reqs && want && d.ignore ? post_all(&d, want)
                             : mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory for %zu flushes", fn, d.nreqs);
         if (st == MPCCL_OK) st = wait_all(&d, fn);
-        else if (d.reqs && want) cancel_all(&d); /* posted flushes must not write into freed storage */
+        else if (d.reqs && want && d.ignore) cancel_all(&d); /* posted flushes must not write into freed storage */
     }
     free(want);
     free(slot);
     free(d.reqs);
+    free(d.ignore);
     free(d.comms);
     free(d.first);
     return st;

@@ -160,10 +160,25 @@ static void peer_dead(ncclComm_t comm, int rank)
 
 int mpccl_comm_failed_idle(ncclComm_t comm)
 {
+    return mpccl_comm_failed_idle_for(comm, NULL, NULL);
+}
+
+int mpccl_comm_failed_idle_for(ncclComm_t comm, int (*needs)(void *arg, int rank), void *arg)
+{
     mpccl_fail_state_t *f = comm->fail;
     if (!f) return 0;
     int pending = __atomic_load_n(&f->death_pending, __ATOMIC_ACQUIRE);
-    if (pending && !__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE)) fail_dead(comm, pending - 1);
+    if (pending && !__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE)) {
+        if (!needs) {
+            fail_dead(comm, pending - 1);
+        } else {
+            for (int r = 0; r < comm->nranks; r++)
+                if (__atomic_load_n(&f->dead[r], __ATOMIC_ACQUIRE) && needs(arg, r)) {
+                    fail_dead(comm, r);
+                    break;
+                }
+        }
+    }
     return mpccl_comm_failed(comm);
 }
 

@@ -50,6 +50,11 @@ int mpccl_comm_failed(ncclComm_t comm);
  * a while: a peer the watcher saw end becomes the failure now (its last
  * messages, if any, were received by then). */
 int mpccl_comm_failed_idle(ncclComm_t comm);
+/* The same for a wait that knows which peers it still needs: a dead rank
+ * fails the communicator only where needs(arg, rank) is nonzero.  A rank that
+ * finished its part, finalized and exited is no failure of a call that waits
+ * only for others (a revoke reaches this rank if one of them needed it). */
+int mpccl_comm_failed_idle_for(ncclComm_t comm, int (*needs)(void *arg, int rank), void *arg);
 /* Whether the peer watcher saw peer die. */
 int mpccl_comm_peer_dead(ncclComm_t comm, int peer);
 /* Re-records the communicator's failure as the calling thread's last error,

@@ -286,6 +286,18 @@ void mpccl_exec_recv_peers(const mpccl_exec_t *ex, unsigned char *from)
         if (s->steps[i].kind == MPCCL_STEP_RECV && s->steps[i].peer >= 0) from[s->steps[i].peer] = 1;
 }
 
+int mpccl_exec_needs_peer(const mpccl_exec_t *ex, int peer)
+{
+    const mpccl_sched_t *s = ex->task.sched;
+    for (uint32_t i = 0; i < ex->n; i++) {
+        const mpccl_step_t *st = &s->steps[i];
+        if ((st->kind == MPCCL_STEP_SEND || st->kind == MPCCL_STEP_RECV) && st->peer == peer &&
+            !__atomic_load_n(&ex->reqs[i].done, __ATOMIC_ACQUIRE))
+            return 1;
+    }
+    return 0;
+}
+
 void mpccl_exec_free(mpccl_exec_t *ex)
 {
     if (!ex) return;

@@ -23,5 +23,8 @@ void mpccl_exec_free(mpccl_exec_t *ex);
 /* Sets from[peer] = 1 for every peer ex receives from (what it may owe an
  * acknowledgement: core/comm_drain.h). */
 void mpccl_exec_recv_peers(const mpccl_exec_t *ex, unsigned char *from);
+/* Whether ex still has a send to or a receive from peer that has not
+ * completed (posted or not yet). */
+int mpccl_exec_needs_peer(const mpccl_exec_t *ex, int peer);
 
 #endif

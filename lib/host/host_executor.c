@@ -55,6 +55,14 @@ static mpccl_status_t stop_failed(mpccl_call_t *ops, mpccl_status_t st)
 }
 
 /* Progresses every op of the list until all are done or one fails. */
+/* Whether op still needs rank (a death of a rank it no longer waits for is
+ * not its failure).  A call not started yet needs everyone it may talk to. */
+static int op_needs(void *arg, int rank)
+{
+    const mpccl_call_t *op = arg;
+    return op->run == NULL || mpccl_exec_needs_peer(op->run, rank);
+}
+
 static mpccl_status_t run_ops(mpccl_call_t *ops)
 {
     mpccl_status_t st = MPCCL_OK;
@@ -104,7 +112,8 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
         /* Ranks oversubscribe cores in tests: give the CPU away while waiting. */
         if (++idle_passes > 16) {
             for (mpccl_call_t *op = ops; op; op = op->next)
-                if (!op->done && mpccl_comm_failed_idle(op->comm)) return stop_failed(ops, MPCCL_ERR_REMOTE);
+                if (!op->done && mpccl_comm_failed_idle_for(op->comm, op_needs, op))
+                    return stop_failed(ops, MPCCL_ERR_REMOTE);
             if (idle_on) idle_on->ops->idle(idle_on);
             else sched_yield();
         }
