@@ -123,9 +123,9 @@ static int choose_direct(int dev, int *ordered, const char **why)
                           "hand-over";
         static int warned;
         if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-            MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=1 is experimental: with UCX's cuda_copy or cuda_ipc "
-                       "transports, CUDA calls of the application while a collective waits can stall it "
-                       "(doc/GPU_DESIGN.md, GPU-direct)");
+            MPCCL_INFO(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=1: with UCX's cuda_copy or cuda_ipc transports, a kernel "
+                       "the application loads lazily while a collective between nodes waits can stall it; "
+                       "CUDA_MODULE_LOADING=EAGER avoids that (doc/GPU_DESIGN.md, GPU-direct)");
     } else {
         *why = *ordered ? "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, the device orders a NIC's writes"
                         : "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, a NIC's writes are flushed before "

@@ -20,9 +20,10 @@ typedef struct {
 } mpccl_setting_t;
 
 /* The path between nodes when MPCCL_GPU_DIRECT is unset (lib/gpu/gpu_proxy_mem.c).
- * "0", pinned host staging everywhere, until GPU-direct has passed the GPU
- * suite's grouped collectives between two nodes (doc/GPU_DESIGN.md); then
- * "auto": GPU-direct where UCX reports CUDA memory, staging elsewhere. */
+ * "0", pinned host staging everywhere: over UCX's cuda_copy and cuda_ipc the
+ * proxy thread's CUDA copies can stall behind an application's lazily loaded
+ * kernel (doc/GPU_DESIGN.md); "auto" once it can tell a UCX that moves GPU
+ * memory without CUDA calls (an RDMA NIC with GPUDirect). */
 #define GPU_DIRECT_DEFAULT "0"
 
 static mpccl_setting_t settings[] = {
@@ -124,7 +125,7 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"GPU_DIRECT", NULL, GPU_DIRECT_DEFAULT,
      "GPU collectives and send/recv between nodes: 1 hands UCX device memory (GPU-direct, where UCX moves CUDA "
-     "memory; experimental, doc/GPU_DESIGN.md), 0 goes through pinned host staging, auto picks GPU-direct where "
+     "memory; doc/GPU_DESIGN.md), 0 goes through pinned host staging, auto picks GPU-direct where "
      "UCX reports CUDA memory and staging elsewhere", NULL, NULL},
     {"PROXY_SPIN_US", NULL, "20", "microseconds the GPU proxy thread polls busily after the last activity", NULL,
      NULL},

@@ -119,7 +119,7 @@ else
 fi
 # every step spread over all CTAs (the default gives each CTA at least 32 KB)
 step sh "$mpi" -t 300 -l 0 -e MPCCL_GPU_CTA_MIN_BYTES=0 -n 2 2 test/mpi/test_coll
-# GPU-direct (experimental): device slots handed to UCX where it moves CUDA
+# GPU-direct (off by default): device slots handed to UCX where it moves CUDA
 # memory, with the UCX this build links or, when that one has no CUDA support,
 # the one under MPCCL_UCX_PREFIX (default: the libucx-cu13 wheel's, found
 # through python3's libucx module) put first on LD_LIBRARY_PATH.
