@@ -23,103 +23,8 @@
 #include "onesided/onesided_remote.h"
 #include "gpu/gpu_proxy.h"
 #include "gpu/gpu_proxy_mem.h"
+#include "gpu/gpu_state.h"
 
-/* What identifies a plan: everything mpccl_plan reads that can differ between
- * calls of one communicator. */
-typedef struct plan_key {
-    int32_t coll, dt, op, root;
-    uint8_t prescale, divide, in_place, pad;
-    uint64_t count;
-} plan_key_t;
-
-typedef struct plan_entry {
-    plan_key_t key;
-    mpccl_sched_t sched;
-    mpccl_gpu_plan_t gp;
-    struct plan_entry *next;
-} plan_entry_t;
-
-#define PLAN_BUCKETS 256
-
-/* Scratch is never freed while the communicator lives: a captured CUDA graph may
- * still hold a pointer to an older, smaller one. */
-typedef struct scratch_block {
-    void *ptr;
-    size_t bytes;
-    struct scratch_block *older;
-} scratch_block_t;
-
-typedef struct mpccl_gpu_state {
-    mpccl_gpu_comm_t *g;
-    mpccl_proxy_comm_t *proxy;
-    mpccl_proxy_work_t work;      /* launches that need the proxy post themselves through it */
-    mpccl_os_remote_t *os_remote; /* one-sided operations with other nodes, carried by proxy */
-    mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
-    int check_pointers;      /* MPCCL_CHECK_POINTERS: ask the driver about every buffer */
-    plan_entry_t *plans[PLAN_BUCKETS];
-    unsigned nplans;
-    scratch_block_t *scratch;
-    /* Launches of one communicator run one after another, whatever streams the
-     * user passes (they share mailboxes and counters): a launch on a new stream
-     * waits for the previous launch's event. */
-    cudaEvent_t last_done;
-    cudaEvent_t join; /* joins the streams of a grouped p2p launch */
-    cudaStream_t last_stream;
-    int have_last;
-} mpccl_gpu_state_t;
-
-/* Attaches the communicator to the proxy thread, which serves peers on other
- * nodes (CTA channels and the one-sided channel) and, for one-sided operations
- * only, peers of this node whose GPUs share no P2P (their collectives use the
- * host-memory links).  The caller has the device current. */
-static mpccl_status_t attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
-{
-    mpccl_status_t st = MPCCL_OK;
-    uint8_t *remote = calloc((size_t)comm->nranks, 1);
-    if (!remote) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
-    int proxied = 0;
-    for (int r = 0; r < comm->nranks; r++) {
-        if (comm->topo.node_of[r] != comm->topo.node_of[comm->rank]) remote[r] = MPCCL_PROXY_REMOTE;
-        else if (s->g->links_host[r].kind == MPCCL_LINK_HOST) remote[r] = MPCCL_PROXY_ONESIDED_ONLY;
-        proxied += remote[r] != 0;
-    }
-    if (proxied) {
-        mpccl_proxy_os_t os;
-        mpccl_dev_link_t *os_links = NULL;
-        mpccl_proxy_alloc_t alloc;
-        const char *why = "";
-        int direct = mpccl_gpu_proxy_memory(comm, &alloc, &why);
-        MPCCL_CHECK_GOTO(mpccl_os_remote_create(comm, s->g->nslots, s->g->slot_bytes, &s->os_remote, &os, &os_links),
-                         st, out);
-        MPCCL_CHECK_GOTO(mpccl_proxy_attach(comm->transport, comm->rank, comm->nranks, remote, s->g->nctas,
-                                            s->g->nslots, s->g->slot_bytes, &alloc, s->g->links_host, &os,
-                                            os_links, &s->proxy),
-                         st, out);
-        MPCCL_CHECK_GOTO(mpccl_proxy_work_init(&s->work, s->proxy), st, out);
-        if (comm->topo.nnodes > 1)
-            MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: collectives and send/recv to other nodes: %s (%s); one-sided "
-                       "operations through pinned host staging", (unsigned long long)comm->id,
-                       direct ? "GPU-direct, UCX moves the device's slots" : "pinned host staging and UCX", why);
-    }
-out:
-    if (st != MPCCL_OK && s->proxy == NULL && s->os_remote) { /* a later window may try again */
-        mpccl_os_remote_free(s->os_remote);
-        s->os_remote = NULL;
-    }
-    free(remote);
-    return st;
-}
-
-mpccl_status_t mpccl_gpu_onesided_channel(ncclComm_t comm)
-{
-    mpccl_gpu_state_t *s = comm->gpu;
-    if (!s || !s->g || s->proxy) return MPCCL_OK;
-    int saved = -1;
-    MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
-    mpccl_status_t st = attach_proxy(comm, s);
-    mpccl_cuda_restore_device(saved);
-    return st;
-}
 
 mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
 {
@@ -136,7 +41,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
      * without P2P need it only for one-sided operations, so it waits for the
      * first window (mpccl_gpu_onesided_channel): until then the communicator
      * can be shrunk. */
-    if (comm->topo.nnodes > 1) MPCCL_CHECK_GOTO(attach_proxy(comm, s), st, out);
+    if (comm->topo.nnodes > 1) MPCCL_CHECK_GOTO(mpccl_gpu_attach_proxy(comm, s), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
     MPCCL_CHECK_GOTO(mpccl_lsa_setup(comm, s->g->links_host), st, out);

@@ -1,0 +1,68 @@
+/* The GPU executor's per-communicator state (comm->gpu), shared by the files
+ * of lib/gpu/ that launch (gpu_launch.c) and attach the proxy
+ * (gpu_proxy_attach.c).  Private to lib/gpu/. */
+#ifndef MPCCL_GPU_STATE_H
+#define MPCCL_GPU_STATE_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/comm.h"
+#include "algo/algo.h"
+#include "gpu/gpu_comm.h"
+#include "gpu/gpu_flat.h"
+#include "gpu/gpu_plan.h"
+#include "gpu/gpu_proxy.h"
+#include "gpu/gpu_proxy_work.h"
+#include "onesided/onesided_remote.h"
+
+/* What identifies a plan: everything mpccl_plan reads that can differ between
+ * calls of one communicator. */
+typedef struct plan_key {
+    int32_t coll, dt, op, root;
+    uint8_t prescale, divide, in_place, pad;
+    uint64_t count;
+} plan_key_t;
+
+typedef struct plan_entry {
+    plan_key_t key;
+    mpccl_sched_t sched;
+    mpccl_gpu_plan_t gp;
+    struct plan_entry *next;
+} plan_entry_t;
+
+#define PLAN_BUCKETS 256
+
+/* Scratch is never freed while the communicator lives: a captured CUDA graph may
+ * still hold a pointer to an older, smaller one. */
+typedef struct scratch_block {
+    void *ptr;
+    size_t bytes;
+    struct scratch_block *older;
+} scratch_block_t;
+
+typedef struct mpccl_gpu_state {
+    mpccl_gpu_comm_t *g;
+    mpccl_proxy_comm_t *proxy;
+    mpccl_proxy_work_t work;      /* launches that need the proxy post themselves through it */
+    mpccl_os_remote_t *os_remote; /* one-sided operations with other nodes, carried by proxy */
+    mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
+    int check_pointers;      /* MPCCL_CHECK_POINTERS: ask the driver about every buffer */
+    plan_entry_t *plans[PLAN_BUCKETS];
+    unsigned nplans;
+    scratch_block_t *scratch;
+    /* Launches of one communicator run one after another, whatever streams the
+     * user passes (they share mailboxes and counters): a launch on a new stream
+     * waits for the previous launch's event. */
+    cudaEvent_t last_done;
+    cudaEvent_t join; /* joins the streams of a grouped p2p launch */
+    cudaStream_t last_stream;
+    int have_last;
+} mpccl_gpu_state_t;
+
+/* Attaches comm to the proxy thread (gpu_proxy_attach.c); the caller has the
+ * device current. */
+mpccl_status_t mpccl_gpu_attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s);
+
+#endif
