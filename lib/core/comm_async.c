@@ -58,20 +58,6 @@ typedef struct async_job {
     void *arg;
 } async_job_t;
 
-static ncclResult_t result_of(mpccl_status_t st)
-{
-    switch (st) {
-    case MPCCL_OK: return ncclSuccess;
-    case MPCCL_ERR_ARG: return ncclInvalidArgument;
-    case MPCCL_ERR_USAGE: return ncclInvalidUsage;
-    case MPCCL_ERR_SYSTEM: return ncclSystemError;
-    case MPCCL_ERR_CUDA: return ncclUnhandledCudaError;
-    case MPCCL_ERR_REMOTE: return ncclRemoteError;
-    case MPCCL_INPROGRESS: return ncclInProgress;
-    default: return ncclInternalError;
-    }
-}
-
 static void *worker_main(void *p)
 {
     async_job_t job = *(async_job_t *)p;
@@ -89,7 +75,7 @@ static void *worker_main(void *p)
         snprintf(a->msg, sizeof(a->msg), "%s", mpccl_last_error());
         /* The communicator is unusable: GetAsyncError reports why, and only
          * abort or destroy remain (as a failed nonblocking init in NCCL). */
-        if (comm->async_error == ncclSuccess) comm->async_error = result_of(st);
+        if (comm->async_error == ncclSuccess) comm->async_error = mpccl_comm_fail_result(st);
         comm->state = MPCCL_COMM_FAILED;
     }
     __atomic_store_n(&a->pending, 0, __ATOMIC_RELEASE);

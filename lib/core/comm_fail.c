@@ -65,9 +65,12 @@ ncclResult_t mpccl_comm_fail_result(mpccl_status_t st)
 {
     switch (st) {
     case MPCCL_OK: return ncclSuccess;
+    case MPCCL_ERR_ARG: return ncclInvalidArgument;
+    case MPCCL_ERR_USAGE: return ncclInvalidUsage;
     case MPCCL_ERR_REMOTE: return ncclRemoteError;
     case MPCCL_ERR_SYSTEM: return ncclSystemError;
     case MPCCL_ERR_CUDA: return ncclUnhandledCudaError;
+    case MPCCL_INPROGRESS: return ncclInProgress;
     default: return ncclInternalError;
     }
 }

@@ -42,21 +42,27 @@ _Static_assert(offsetof(ncclDevCommRequirements_t, worldGinBarrierCount) == 84, 
 #define FITS(size, type, field) ((size) >= offsetof(type, field) + sizeof(((type *)0)->field))
 #define GET(src, size, type, field, dflt) (FITS(size, type, field) ? (src)->field : (dflt))
 
+/* The fields both layouts have, by name (r, n and T as in GET). */
+#define GET_COMMON(r, n, T, o)                                                              \
+    do {                                                                                     \
+        (o)->resourceRequirementsList = GET(r, n, T, resourceRequirementsList, NULL);        \
+        (o)->teamRequirementsList = GET(r, n, T, teamRequirementsList, NULL);                \
+        (o)->lsaMultimem = GET(r, n, T, lsaMultimem, false);                                 \
+        (o)->barrierCount = GET(r, n, T, barrierCount, 0);                                   \
+        (o)->lsaBarrierCount = GET(r, n, T, lsaBarrierCount, 0);                             \
+        (o)->railGinBarrierCount = GET(r, n, T, railGinBarrierCount, 0);                     \
+        (o)->lsaLLA2ABlockCount = GET(r, n, T, lsaLLA2ABlockCount, 0);                       \
+        (o)->lsaLLA2ASlotCount = GET(r, n, T, lsaLLA2ASlotCount, 0);                         \
+        (o)->ginForceEnable = GET(r, n, T, ginForceEnable, false);                           \
+        (o)->ginSignalCount = GET(r, n, T, ginSignalCount, 0);                               \
+        (o)->ginCounterCount = GET(r, n, T, ginCounterCount, 0);                             \
+    } while (0)
+
 static void read_2_29(const ncclDevCommRequirements_t *r, struct mpccl_devcomm_reqs *o)
 {
     size_t n = r->size;
     typedef ncclDevCommRequirements_t T;
-    o->resourceRequirementsList = GET(r, n, T, resourceRequirementsList, NULL);
-    o->teamRequirementsList = GET(r, n, T, teamRequirementsList, NULL);
-    o->lsaMultimem = GET(r, n, T, lsaMultimem, false);
-    o->barrierCount = GET(r, n, T, barrierCount, 0);
-    o->lsaBarrierCount = GET(r, n, T, lsaBarrierCount, 0);
-    o->railGinBarrierCount = GET(r, n, T, railGinBarrierCount, 0);
-    o->lsaLLA2ABlockCount = GET(r, n, T, lsaLLA2ABlockCount, 0);
-    o->lsaLLA2ASlotCount = GET(r, n, T, lsaLLA2ASlotCount, 0);
-    o->ginForceEnable = GET(r, n, T, ginForceEnable, false);
-    o->ginSignalCount = GET(r, n, T, ginSignalCount, 0);
-    o->ginCounterCount = GET(r, n, T, ginCounterCount, 0);
+    GET_COMMON(r, n, T, o);
     o->ginConnectionType = (int)GET(r, n, T, ginConnectionType, NCCL_GIN_CONNECTION_NONE);
     o->worldGinBarrierCount = GET(r, n, T, worldGinBarrierCount, 0);
 }
@@ -66,17 +72,7 @@ static void read_2_30(const ncclDevCommRequirements_t *reqs, struct mpccl_devcom
     const struct reqs_v2_30 *r = (const struct reqs_v2_30 *)(const void *)reqs;
     size_t n = r->size;
     typedef struct reqs_v2_30 T;
-    o->resourceRequirementsList = GET(r, n, T, resourceRequirementsList, NULL);
-    o->teamRequirementsList = GET(r, n, T, teamRequirementsList, NULL);
-    o->lsaMultimem = GET(r, n, T, lsaMultimem, false);
-    o->barrierCount = GET(r, n, T, barrierCount, 0);
-    o->lsaBarrierCount = GET(r, n, T, lsaBarrierCount, 0);
-    o->railGinBarrierCount = GET(r, n, T, railGinBarrierCount, 0);
-    o->lsaLLA2ABlockCount = GET(r, n, T, lsaLLA2ABlockCount, 0);
-    o->lsaLLA2ASlotCount = GET(r, n, T, lsaLLA2ASlotCount, 0);
-    o->ginForceEnable = GET(r, n, T, ginForceEnable, false);
-    o->ginSignalCount = GET(r, n, T, ginSignalCount, 0);
-    o->ginCounterCount = GET(r, n, T, ginCounterCount, 0);
+    GET_COMMON(r, n, T, o);
     o->ginConnectionType = GET(r, n, T, ginConnectionType, NCCL_GIN_CONNECTION_NONE);
     o->worldGinBarrierCount = GET(r, n, T, worldGinBarrierCount, 0);
     o->ginType = GET(r, n, T, ginType, 0);

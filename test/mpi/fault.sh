@@ -1,7 +1,7 @@
 #!/bin/sh
 # make check: a rank dies (SIGKILL) before or during every collective, a
 # send/recv and a group, with 3-8 ranks; every survivor must get
-# ncclRemoteError within 5 s and shrink to a working communicator.  Then 20
+# ncclRemoteError within 5 s and shrink to a working communicator.  Then 100
 # repetitions of the 3-rank allreduce case, and the idle cost of the peer
 # watcher.  test_fault forks its ranks (mpirun would end the job when one
 # dies); timeout bounds each run so a hang fails instead of blocking.
@@ -32,6 +32,6 @@ if [ "${MPCCL_FAULT_WIDE:-0}" = 1 ]; then
     run 300 -n 5,8 -c allreduce,alltoall,sendrecv,group
     run 200 -n 4,6,7 -c allreduce -w during
 fi
-run 300 -q -r 20 -n 3 -c allreduce
+run 300 -q -r 100 -n 3 -c allreduce
 run 60 -i -n 3,8
 exit $status
