@@ -70,7 +70,7 @@ static mpccl_status_t post_all(drain_t *d, const unsigned char *want)
     for (int c = 0; c < d->ncomms; c++) {
         ncclComm_t comm = d->comms[c];
         for (int p = 0; p < comm->nranks; p++)
-            if (p != comm->rank && want[d->first[c] + (size_t)p])
+            if (p != comm->rank && want[d->first[c] + (size_t)p] && comm->transport->ops->drains(comm->transport, p))
                 MPCCL_CHECK(comm->transport->ops->flush(comm->transport, p, &d->reqs[d->first[c] + (size_t)p]));
     }
     return MPCCL_OK;
@@ -116,8 +116,16 @@ static mpccl_status_t wait_all(drain_t *d, const char *fn)
                               fn, d->comms[0]->rank, (long long)timeout);
         }
     }
-    for (size_t i = 0; i < d->nreqs; i++)
-        if (d->reqs[i].status != MPCCL_OK && !d->ignore[i]) return d->reqs[i].status;
+    /* A flush that failed: the connection to that peer broke, and the
+     * communicator fails as a call's failed transfer would fail it. */
+    for (int c = 0; c < d->ncomms; c++)
+        for (int p = 0; p < d->comms[c]->nranks; p++) {
+            size_t i = d->first[c] + (size_t)p;
+            if (d->reqs[i].status == MPCCL_OK || d->ignore[i]) continue;
+            mpccl_comm_set_error(d->comms[c], d->reqs[i].status);
+            mpccl_comm_send_revoke(d->comms[c]);
+            return d->reqs[i].status;
+        }
     return MPCCL_OK;
 }
 
@@ -139,7 +147,7 @@ mpccl_status_t mpccl_comm_drain_all(ncclComm_t *comms, const unsigned char *cons
         for (int j = 0; j < d.ncomms && slot[i] < 0; j++)
             if (d.comms[j] == comms[i]) slot[i] = j;
         mpccl_transport_t *t = comms[i]->transport;
-        if (slot[i] >= 0 || t == NULL || t->ops->flush == NULL) continue;
+        if (slot[i] >= 0 || t == NULL || t->ops->flush == NULL || t->ops->drains == NULL) continue;
         slot[i] = d.ncomms;
         d.first[d.ncomms] = d.nreqs;
         d.comms[d.ncomms++] = comms[i];

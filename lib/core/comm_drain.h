@@ -12,7 +12,10 @@
  * receive still queued would leave its peer waiting for it until its next
  * call.  Only the peers the call received from are flushed: they owe us
  * nothing back, but a flush of an endpoint never used may wait for its
- * peer's next progress (UCX's connection handshake).  Fails like the other
+ * peer's next progress (UCX's connection handshake).  And only the peers
+ * the transport drains (transport.h: shared memory): a network endpoint's
+ * flush waits for the peer's acknowledgement, which a peer already back in
+ * the application (an MPI barrier, say) never sends.  Fails like the other
  * waits when a peer dies or revokes, or after MPCCL_OP_TIMEOUT; fn names the
  * call. */
 mpccl_status_t mpccl_comm_drain(ncclComm_t comm, const unsigned char *from, const char *fn);

@@ -45,6 +45,13 @@ struct mpccl_transport_ops {
      * completions of emulated one-sided operations), which leave only while
      * the transport is progressed.  NULL: nothing is ever left owed. */
     mpccl_status_t (*flush)(mpccl_transport_t *t, int peer, mpccl_req_t *req);
+    /* Whether a host call drains peer before returning (core/comm_drain.h):
+     * 1 where what this rank owes peer can wait in its own queues and a flush
+     * completes without peer's help (shared memory); 0 where a flush waits
+     * for peer's acknowledgement (network endpoints), which a peer busy
+     * outside the library -- in an MPI barrier, computing -- never sends:
+     * the drain would deadlock with it.  NULL: drain no peer. */
+    int (*drains)(mpccl_transport_t *t, int peer);
     /* Sleeping until traffic arrives (optional; NULL: the transport cannot tell).
      * Asks to be told of the next arrival and returns a file descriptor that turns
      * readable then; MPCCL_ARM_BUSY when something already waits to be progressed

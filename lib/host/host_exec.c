@@ -4,6 +4,7 @@
  * (the host's here; a device executor supplies its own and reuses the rest). */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>
@@ -264,18 +265,34 @@ mpccl_status_t mpccl_exec_progress(mpccl_exec_t *ex, int *done)
     return MPCCL_OK;
 }
 
-/* A transport keeps writing into a cancelled request until it reports it done;
- * give it a bounded chance, and leak rather than free memory it may still use. */
+/* A transport keeps writing into a cancelled request until it reports it done.
+ * Drain runs only for a call that failed, so its peers may be dead or gone
+ * elsewhere (a shrink, a bootstrap) and never answer: a receive UCX has
+ * already matched (a rendezvous under way) then never ends.  Give the
+ * transport DRAIN_MS, then keep (leak) the requests and buffers it may still
+ * write rather than wait: a failed call must return. */
+#define DRAIN_MS 100
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
 static int drain(mpccl_exec_t *ex)
 {
     cancel_inflight(ex);
-    for (long spin = 0; spin < 1000000; spin++) {
+    double deadline = now_ms() + DRAIN_MS;
+    for (;;) {
         int left = 0;
         for (uint32_t k = 0; k < ex->ninflight; k++) left |= !ex->reqs[ex->inflight[k]].done;
         if (!left) return 1;
+        if (now_ms() > deadline) break;
         if (ex->t->ops->progress(ex->t) == 0) ex->t->ops->idle(ex->t);
     }
-    MPCCL_WARN(MPCCL_SUB_COLL, "a cancelled transfer never completed; keeping its buffers to stay safe");
+    MPCCL_INFO(MPCCL_SUB_COLL, "a cancelled transfer did not end within %d ms (its peer failed or moved on): "
+               "its requests and buffers are kept", DRAIN_MS);
     return 0;
 }
 
@@ -301,27 +318,30 @@ int mpccl_exec_needs_peer(const mpccl_exec_t *ex, int peer)
 void mpccl_exec_free(mpccl_exec_t *ex)
 {
     if (!ex) return;
-    if (ex->ninflight && ex->reqs && !drain(ex)) return;
+    /* A transfer that did not end: the transport may still write into its
+     * request and its buffer. */
+    int unfinished = ex->ninflight && ex->reqs && !drain(ex);
     free(ex->pending);
     free(ex->succ_first);
     free(ex->succ);
     free(ex->ready);
     free(ex->inflight);
-    free(ex->reqs);
     free(ex->tags);
     /* A peer that already took a cancelled send's rendezvous may still read
      * its buffer (shared memory, cma) after a failure: the scratch memory is
      * kept (leaked) rather than let it read freed pages.  Failed calls only. */
-    if (ex->send_detached) {
-        MPCCL_INFO(MPCCL_SUB_COLL, "a failed call cancelled sends in flight: its scratch memory is kept");
+    if (ex->send_detached || unfinished) {
+        MPCCL_INFO(MPCCL_SUB_COLL, "a failed call left transfers in flight: its scratch memory is kept");
 #ifdef __SANITIZE_ADDRESS__
         /* kept on purpose: not a leak for LeakSanitizer */
         if (ex->tmp) __lsan_ignore_object(ex->tmp);
         if (ex->scaled) __lsan_ignore_object(ex->scaled);
+        if (unfinished) __lsan_ignore_object(ex->reqs);
 #endif
     } else {
         free(ex->tmp);
         free(ex->scaled);
     }
+    if (!unfinished) free(ex->reqs);
     free(ex);
 }

@@ -664,6 +664,15 @@ static mpccl_status_t ucx_flush(mpccl_transport_t *t, int peer, mpccl_req_t *req
     return MPCCL_OK;
 }
 
+/* Shared-memory endpoints (no UCX error handling) flush locally; a network
+ * endpoint's flush (error handling "peer": tcp, ib) waits for the peer to
+ * acknowledge, and in UCX 1.13-1.16 that needs the peer to progress. */
+static int ucx_drains(mpccl_transport_t *t, int peer)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    return peer >= 0 && peer < t->nranks && tp->peers[peer].err_mode == UCP_ERR_HANDLING_MODE_NONE;
+}
+
 /* ---- the revoke message ---- */
 
 static void revoke_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user_data)
@@ -725,6 +734,7 @@ static const struct mpccl_transport_ops ucx_ops = {
     .put = ucx_put,
     .atomic_add = ucx_atomic_add,
     .flush = ucx_flush,
+    .drains = ucx_drains,
     .arm = ucx_arm,
     .region_open = ucx_region_open,
     .region_close = ucx_region_close,

@@ -223,6 +223,20 @@ static int rank_main(int n, int rank, int c, int during, double bound)
 
 static long worst_all_us; /* over every scenario of this run */
 
+/* A hung rank's threads, for the log: gdb's backtraces where gdb is
+ * installed (CI installs it), else each thread's kernel wait channel. */
+static void dump_stacks(pid_t pid)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "if command -v gdb >/dev/null 2>&1; then timeout 60 gdb -q -p %d -batch -ex 'thread apply all bt' "
+             "2>&1 | grep -vE '^(.New |.Thread debugging|Using host|Reading|Downloading|warning:)' | head -n 200; else for t in /proc/%d/task/*; do "
+             "echo \"thread $(basename $t): $(cat $t/comm) wchan $(cat $t/wchan)\"; done; fi >&2",
+             (int)pid, (int)pid);
+    fflush(stderr);
+    if (system(cmd) != 0) fprintf(stderr, "(no stacks for pid %d)\n", (int)pid);
+}
+
 /* Forks n ranks of one scenario; returns 0 when every survivor passed and the
  * victim died of SIGKILL, within the deadline. */
 static int scenario(int n, int c, int during, double bound, int verbose)
@@ -249,6 +263,11 @@ static int scenario(int n, int c, int during, double bound, int verbose)
         for (int r = 0; r < n; r++)
             if (pids[r] == p) status[r] = st, left--;
     }
+    for (int r = 0; r < n; r++) /* before any is killed: the others would move on */
+        if (status[r] == -1) {
+            fprintf(stderr, "=== rank %d (pid %d), hung:\n", r, (int)pids[r]);
+            dump_stacks(pids[r]);
+        }
     for (int r = 0; r < n; r++) {
         if (status[r] == -1) {
             fprintf(stderr, "FAIL np %d %s %s: rank %d hangs after %.0f s; killed\n", n, cname[c],

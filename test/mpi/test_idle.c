@@ -1,4 +1,5 @@
-/* An idle process costs no CPU.  After a burst of collectives on 1, 3 and 8
+/* An idle process costs no CPU, and a process away from the library holds up
+ * nobody.  After a burst of collectives on 1, 3 and 8
  * communicators (host ones, or GPU ones whose peers on other nodes the proxy
  * thread serves), every process uses < 2% of a core over one second while no
  * call is in flight.  On GPU communicators, a CUDA graph of collectives
@@ -97,6 +98,45 @@ START_TEST(test_idle_cpu)
 }
 END_TEST
 
+/* A rank back in the application -- in an MPI call, or computing -- never
+ * holds up its peers' calls: each call returns once this rank's part is done,
+ * owing its peers nothing (core/comm_drain.h).  Small and large (rendezvous)
+ * allreduces; after each, one rank stays away a while, then all meet in
+ * MPI_Barrier, which a call still waiting for that rank would never reach.
+ * A hang fails through run-mpi.sh's timeout. */
+START_TEST(test_peer_outside)
+{
+    static const int counts[] = {1024, 1 << 20};
+    for (int round = 0; round < 12; round++) {
+        for (int k = 0; k < 2; k++) {
+            int count = counts[k];
+            int32_t *buf = perf_mem_alloc(&t_mem, (size_t)count * sizeof(int32_t));
+            int32_t *host = malloc((size_t)count * sizeof(int32_t));
+            T_EXPECT(buf && host, "out of memory");
+            if (!buf || !host) break;
+            for (int i = 0; i < count; i++) host[i] = value(t_rank, i, round);
+            T_EXPECT(perf_mem_put(&t_mem, buf, host, (size_t)count * sizeof(int32_t)) == 0, "copy in");
+            T_NCCL(ncclAllReduce(buf, buf, (size_t)count, ncclInt32, ncclSum, t_comm, t_mem.stream));
+            T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream sync");
+            T_EXPECT(perf_mem_get(&t_mem, host, buf, (size_t)count * sizeof(int32_t)) == 0, "copy out");
+            for (int i = 0; i < count; i++) {
+                int64_t want = (int64_t)value(0, i, round) * t_nranks * (t_nranks + 1) / 2;
+                if (host[i] != want) {
+                    T_EXPECT(0, "round %d count %d element %d: %d, expected %lld", round, count, i, host[i],
+                             (long long)want);
+                    break;
+                }
+            }
+            if (t_rank == round % t_nranks) usleep(20000); /* away from the library */
+            MPI_Barrier(MPI_COMM_WORLD);
+            perf_mem_free(&t_mem, buf);
+            free(host);
+        }
+    }
+    T_END();
+}
+END_TEST
+
 /* A graph of three allreduces, replayed after the proxy went to sleep (and
  * after each replay, once it slept again). */
 START_TEST(test_graph_after_sleep)
@@ -145,6 +185,7 @@ static Suite *idle_suite(void)
     Suite *s = suite_create("idle");
     TCase *tc = t_tcase("idle");
     tcase_add_test(tc, test_idle_cpu);
+    tcase_add_test(tc, test_peer_outside);
     tcase_add_test(tc, test_graph_after_sleep);
     suite_add_tcase(s, tc);
     return s;
