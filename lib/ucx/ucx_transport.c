@@ -18,6 +18,7 @@ typedef struct mpccl_ucx_peer {
     int rank;
     ucp_err_handling_mode_t err_mode; /* NONE to same-machine peers under MPCCL_UCX_ERR_MODE=auto */
     int failed;      /* UCX reported the connection broken: requests end in REMOTE */
+    ucs_status_t fail_status; /* what UCX reported */
     int force_close; /* close: a send is still in flight on this endpoint */
 } mpccl_ucx_peer_t;
 
@@ -113,6 +114,7 @@ static void peer_failed(mpccl_ucx_tp_t *tp, int peer, ucs_status_t st)
     mpccl_ucx_peer_t *p = &tp->peers[peer];
     if (p->failed) return;
     p->failed = 1;
+    p->fail_status = st;
     tp->failures_pending = 1;
     /* A peer that destroyed its communicator first looks the same as one that
      * died; only a failure that strands a request here is an error (the request
@@ -128,6 +130,15 @@ static void peer_failed(mpccl_ucx_tp_t *tp, int peer, ucs_status_t st)
                    tp->pub.rank, peer, ucs_status_string(st));
 }
 
+/* A request that ended because peer's connection broke: the error names the
+ * connection here, in the thread that completes the request (UCX may report
+ * the failure itself on its async thread, whose last error nobody reads). */
+static mpccl_status_t peer_failure(mpccl_ucx_tp_t *tp, int peer)
+{
+    return mpccl_fail(MPCCL_ERR_REMOTE, "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank, peer,
+                      ucs_status_string(tp->peers[peer].fail_status));
+}
+
 static mpccl_status_t map_status(mpccl_ucx_tp_t *tp, int peer, uint64_t tag, size_t bytes,
                                  ucs_status_t st)
 {
@@ -139,9 +150,9 @@ static mpccl_status_t map_status(mpccl_ucx_tp_t *tp, int peer, uint64_t tag, siz
                           tp->pub.rank, peer, (unsigned long long)tag, bytes);
     /* Cancelled by the caller, by a peer failure or by close: the reason was
      * reported where it happened. */
-    if (st == UCS_ERR_CANCELED) return MPCCL_ERR_REMOTE;
+    if (st == UCS_ERR_CANCELED) return tp->peers[peer].failed ? peer_failure(tp, peer) : MPCCL_ERR_REMOTE;
     peer_failed(tp, peer, st); /* any other error means the connection broke */
-    return MPCCL_ERR_REMOTE;
+    return peer_failure(tp, peer);
 }
 
 static void finish(mpccl_req_t *req, mpccl_status_t st)
