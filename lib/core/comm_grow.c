@@ -64,24 +64,41 @@ static mpccl_status_t init_grow(void *arg)
 {
     mpccl_init_job_t *job = arg;
     mpccl_bootstrap_t bs = {0};
+    ncclComm_t parent = job->parent;
     mpccl_log_set_rank(job->rank);
-    mpccl_status_t st = job->parent ? grow_agree_id(job) : MPCCL_OK;
+    /* The bootstrap's waits give up when the new communicator (or, while it
+     * is used, the parent) is aborted. */
+    mpccl_bootstrap_set_cancel(&job->comm->aborting, parent ? &parent->aborting : NULL);
+    mpccl_status_t st = parent ? grow_agree_id(job) : MPCCL_OK;
+    if (parent) {
+        mpccl_bootstrap_set_cancel(&job->comm->aborting, NULL);
+        mpccl_comm_leave(parent); /* entered by mpccl_comm_grow */
+    }
     if (st == MPCCL_OK) st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
     if (st == MPCCL_OK && (st = grow_check_layout(job, &bs)) != MPCCL_OK) mpccl_bootstrap_close(&bs);
     if (st == MPCCL_OK)
         MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommGrow: rank %d of %d (%s)", job->rank, job->nranks,
-                   job->parent ? "existing" : "new");
-    return mpccl_init_job_finish(job, &bs, st);
+                   parent ? "existing" : "new");
+    st = mpccl_init_job_finish(job, &bs, st);
+    mpccl_bootstrap_set_cancel(NULL, NULL); /* the new communicator may be gone */
+    return st;
 }
 
 mpccl_status_t mpccl_comm_grow(const char *fn, ncclComm_t parent, int nranks, const ncclUniqueId *id, int rank,
                                const ncclConfig_t *config, ncclComm_t *slot)
 {
+    /* An existing rank uses the parent until the id is agreed: an abort of
+     * the parent from another thread waits for it (comm_async.h). */
+    if (parent) MPCCL_CHECK(mpccl_comm_enter(parent, fn));
     mpccl_init_job_t *job = mpccl_init_job_new(slot, config, rank, nranks);
-    if (!job) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    if (!job) {
+        if (parent) mpccl_comm_leave(parent);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory", fn);
+    }
     if (parent) job->cuda_dev = parent->cuda_dev;
     job->parent = parent;
     job->has_id = id != NULL;
     if (id) job->id = *id;
-    return mpccl_group_defer_init(init_grow, job);
+    /* config.blocking = 0: returns ncclInProgress, finishes on a worker */
+    return mpccl_group_defer_comm_init(job->comm, init_grow, job);
 }

@@ -164,6 +164,41 @@ START_TEST(test_shrink)
 }
 END_TEST
 
+/* ncclCommGrow with config.blocking = 0: the last rank joins a communicator
+ * of the others (a nonblocking split without it) as a new rank; existing and
+ * new ranks get ncclInProgress or ncclSuccess and settle. */
+START_TEST(test_grow)
+{
+    if (t_nranks < 2) {
+        T_END();
+        return;
+    }
+    int ex = t_nranks - 1;
+    ncclComm_t small = NULL, grown = NULL;
+    ncclConfig_t config = nonblocking_config();
+    ncclResult_t r = ncclCommSplit(t_comm, t_rank == ex ? NCCL_SPLIT_NOCOLOR : 0, t_rank, &small, &config);
+    int ok = t_rank == ex ? r == ncclSuccess : settled_ok(small, r, "ncclCommSplit");
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (t_rank == 0 && small) T_NCCL(ncclCommGetUniqueId(small, &id));
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (ok && t_rank != ex) r = ncclCommGrow(small, t_nranks, t_rank == 0 ? &id : NULL, -1, &grown, NULL);
+    else if (ok) r = ncclCommGrow(NULL, t_nranks, &id, ex, &grown, &config);
+    if (ok && settled_ok(grown, r, "ncclCommGrow")) {
+        int n = -1, me = -1;
+        T_NCCL(ncclCommCount(grown, &n));
+        T_NCCL(ncclCommUserRank(grown, &me));
+        T_EXPECT(n == t_nranks && me == t_rank, "grown: rank %d of %d, expected %d of %d", me, n, t_rank, t_nranks);
+        T_EXPECT(t_comm_works(grown, &t_mem) == 0, "allreduce on the grown communicator failed");
+        finalize_destroy(grown, 1);
+    } else if (grown) {
+        ncclCommAbort(grown);
+    }
+    if (small) finalize_destroy(small, 0);
+    T_END();
+}
+END_TEST
+
 typedef struct aborter {
     ncclComm_t comm;
     int delay_ms;
@@ -281,6 +316,7 @@ static Suite *nonblock_suite(void)
     tcase_add_test(tc, test_init_grouped);
     tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_shrink);
+    tcase_add_test(tc, test_grow);
     tcase_add_test(tc, test_abort_stuck_allreduce);
     tcase_add_test(tc, test_abort_pending_init);
     suite_add_tcase(s, tc);
