@@ -7,6 +7,7 @@
 #include <uct/api/uct.h>
 
 #include "info_parts.h"
+#include "ucx/ucx.h"
 
 /* The memory types the UCP context supports (bit UCS_MEMORY_TYPE_*), or 0 with
  * the failure named in err. */
@@ -112,6 +113,9 @@ void info_ucx(info_out_t *o)
     if (err[0]) info_out_str(o, "error", err);
     info_out_bool(o, "cuda_memory", (types >> UCS_MEMORY_TYPE_CUDA) & 1);
     info_out_bool(o, "cuda_managed_memory", (types >> UCS_MEMORY_TYPE_CUDA_MANAGED) & 1);
+    /* what MPCCL_GPU_DIRECT=auto (the default) goes by */
+    const char *nic = mpccl_ucx_gdr_nic();
+    info_out_str(o, "gpudirect_rdma_nic", nic ? nic : "none");
     transports(o);
     info_out_close(o);
 }

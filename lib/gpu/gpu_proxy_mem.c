@@ -5,6 +5,7 @@
 
 #ifdef MPCCL_HAVE_CUDA
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -81,9 +82,9 @@ static void device_flush(void *ctx)
                                              cudaFlushGPUDirectRDMAWritesToOwner);
 }
 
-/* What MPCCL_GPU_DIRECT asks for: 0 staging, 1 GPU-direct, 2 automatic (GPU-direct
- * where UCX reports CUDA memory).  Its default (lib/util/config.c,
- * GPU_DIRECT_DEFAULT) stays 0 until GPU-direct has passed the GPU suite. */
+/* What MPCCL_GPU_DIRECT asks for: 0 staging, 1 GPU-direct, 2 automatic (the
+ * default, lib/util/config.c: GPU-direct where a NIC of UCX reads and writes
+ * GPU memory itself, GPUDirect RDMA). */
 enum { DIRECT_OFF = 0, DIRECT_ON = 1, DIRECT_AUTO = 2 };
 
 static int direct_setting(void)
@@ -127,9 +128,18 @@ static int choose_direct(int dev, int *ordered, const char **why)
                        "the application loads lazily while a collective between nodes waits can stall it; "
                        "CUDA_MODULE_LOADING=EAGER avoids that (doc/GPU_DESIGN.md, GPU-direct)");
     } else {
-        *why = *ordered ? "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, the device orders a NIC's writes"
-                        : "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, a NIC's writes are flushed before "
-                          "each hand-over";
+        /* Without a NIC that reaches GPU memory, UCX would move it with its
+         * cuda_copy transport: CUDA copies on the proxy thread, which can
+         * wait behind the application's own work (doc/GPU_DESIGN.md). */
+        const char *nic = mpccl_ucx_gdr_nic();
+        if (!nic)
+            return *why = "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, but no network device that reads GPU "
+                          "memory itself (GPUDirect RDMA); host staging",
+                   0;
+        static __thread char buf[192]; /* the caller logs it at once */
+        snprintf(buf, sizeof(buf), "MPCCL_GPU_DIRECT=auto: UCX's %s reads GPU memory (GPUDirect RDMA), %s", nic,
+                 *ordered ? "the device orders its writes" : "its writes are flushed before each hand-over");
+        *why = buf;
     }
     return 1;
 }

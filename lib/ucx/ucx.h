@@ -33,6 +33,14 @@ int mpccl_ucx_has_wakeup(void);
  * context if needed; 0 if it cannot be created. */
 int mpccl_ucx_supports_cuda(void);
 
+/* GPUDirect RDMA (ucx_gdr.c): the name of a network device (UCX memory
+ * domain) that registers CUDA memory, so that the NIC reads and writes GPU
+ * memory itself; NULL if there is none.  Queried once per process. */
+const char *mpccl_ucx_gdr_nic(void);
+/* The rule, for one memory domain: UCX component comp registers the memory
+ * types reg_mem_types (bits UCS_MEMORY_TYPE_*). */
+int mpccl_ucx_md_is_gdr_nic(const char *comp, uint64_t reg_mem_types);
+
 /* Regions (ucx_region.c; the transport's region_open): memory described to
  * UCX once.  MPCCL_REGION_DEVICE memory is registered with ucp_mem_map. */
 typedef struct mpccl_ucx_region mpccl_ucx_region_t;

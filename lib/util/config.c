@@ -19,12 +19,12 @@ typedef struct {
     const char *source; /* which variable it came from, or "default" */
 } mpccl_setting_t;
 
-/* The path between nodes when MPCCL_GPU_DIRECT is unset (lib/gpu/gpu_proxy_mem.c).
- * "0", pinned host staging everywhere: over UCX's cuda_copy and cuda_ipc the
+/* The path between nodes when MPCCL_GPU_DIRECT is unset (lib/gpu/gpu_proxy_mem.c):
+ * "auto", GPU-direct where a NIC of UCX reads GPU memory itself (GPUDirect
+ * RDMA), pinned host staging elsewhere: over UCX's cuda_copy and cuda_ipc the
  * proxy thread's CUDA copies can stall behind an application's lazily loaded
- * kernel (doc/GPU_DESIGN.md); "auto" once it can tell a UCX that moves GPU
- * memory without CUDA calls (an RDMA NIC with GPUDirect). */
-#define GPU_DIRECT_DEFAULT "0"
+ * kernel (doc/GPU_DESIGN.md). */
+#define GPU_DIRECT_DEFAULT "auto"
 
 static mpccl_setting_t settings[] = {
     {"DEBUG", "NCCL_DEBUG", "WARN", "log level: NONE, VERSION, WARN, INFO or TRACE", NULL, NULL},
@@ -125,8 +125,8 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"GPU_DIRECT", NULL, GPU_DIRECT_DEFAULT,
      "GPU collectives and send/recv between nodes: 1 hands UCX device memory (GPU-direct, where UCX moves CUDA "
-     "memory; doc/GPU_DESIGN.md), 0 goes through pinned host staging, auto picks GPU-direct where "
-     "UCX reports CUDA memory and staging elsewhere", NULL, NULL},
+     "memory; doc/GPU_DESIGN.md), 0 goes through pinned host staging, auto picks GPU-direct where a "
+     "NIC of UCX reads GPU memory itself (GPUDirect RDMA) and staging elsewhere", NULL, NULL},
     {"PROXY_SPIN_US", NULL, "20", "microseconds the GPU proxy thread polls busily after the last activity", NULL,
      NULL},
     {"PROXY_YIELD_US", NULL, "500", "then microseconds it polls with sched_yield", NULL, NULL},

@@ -392,6 +392,24 @@ START_TEST(test_bad_peer)
 }
 END_TEST
 
+/* GPUDirect RDMA detection (MPCCL_GPU_DIRECT=auto): only a verbs NIC that
+ * registers CUDA memory qualifies, not the CUDA transports' own domains. */
+START_TEST(test_gdr_rule)
+{
+    uint64_t host = UCS_BIT(UCS_MEMORY_TYPE_HOST), cuda = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    ck_assert_int_eq(mpccl_ucx_md_is_gdr_nic("ib", host | cuda), 1);
+    ck_assert_int_eq(mpccl_ucx_md_is_gdr_nic("ib", host), 0);
+    ck_assert_int_eq(mpccl_ucx_md_is_gdr_nic("cuda_cpy", cuda), 0);
+    ck_assert_int_eq(mpccl_ucx_md_is_gdr_nic("cuda_ipc", cuda), 0);
+    ck_assert_int_eq(mpccl_ucx_md_is_gdr_nic("gdr_copy", host | cuda), 0);
+    ck_assert_int_eq(mpccl_ucx_md_is_gdr_nic("tcp", host), 0);
+    ck_assert_int_eq(mpccl_ucx_md_is_gdr_nic(NULL, cuda), 0);
+    const char *nic = mpccl_ucx_gdr_nic(); /* this machine's answer, asked twice: the same */
+    ck_assert_ptr_eq(nic, mpccl_ucx_gdr_nic());
+    printf("UCX network device that reads GPU memory: %s\n", nic ? nic : "none");
+}
+END_TEST
+
 /* Regions (region_open): a send to itself and its receive through host
  * regions arrive whole; a request outside its region and bad kinds are
  * refused with an error, not sent. */
@@ -602,6 +620,7 @@ int main(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_bad_peer);
     tcase_add_test(tc, test_regions);
+    tcase_add_test(tc, test_gdr_rule);
     tcase_add_test(tc, test_pingpong);
     suite_add_tcase(su, tc);
     TCase *tp = tcase_create("processes");
