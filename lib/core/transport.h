@@ -52,6 +52,11 @@ struct mpccl_transport_ops {
      * outside the library -- in an MPI barrier, computing -- never sends:
      * the drain would deadlock with it.  NULL: drain no peer. */
     int (*drains)(mpccl_transport_t *t, int peer);
+    /* The largest message peer sends eagerly: receiving it owes peer nothing
+     * back (no rendezvous acknowledgement), so a call that received nothing
+     * larger from peer skips its drain.  0: not known (drain after any
+     * receive).  NULL: the same as 0. */
+    size_t (*eager_max)(mpccl_transport_t *t, int peer);
     /* Sleeping until traffic arrives (optional; NULL: the transport cannot tell).
      * Asks to be told of the next arrival and returns a file descriptor that turns
      * readable then; MPCCL_ARM_BUSY when something already waits to be progressed

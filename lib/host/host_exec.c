@@ -299,8 +299,12 @@ static int drain(mpccl_exec_t *ex)
 void mpccl_exec_recv_peers(const mpccl_exec_t *ex, unsigned char *from)
 {
     const mpccl_sched_t *s = ex->task.sched;
-    for (uint32_t i = 0; i < ex->n; i++)
-        if (s->steps[i].kind == MPCCL_STEP_RECV && s->steps[i].peer >= 0) from[s->steps[i].peer] = 1;
+    for (uint32_t i = 0; i < ex->n; i++) {
+        const mpccl_step_t *st = &s->steps[i];
+        if (st->kind != MPCCL_STEP_RECV || st->peer < 0 || from[st->peer]) continue;
+        size_t eager = ex->t->ops->eager_max ? ex->t->ops->eager_max(ex->t, st->peer) : 0;
+        if (eager == 0 || st->count * ex->esize > eager) from[st->peer] = 1;
+    }
 }
 
 int mpccl_exec_needs_peer(const mpccl_exec_t *ex, int peer)

@@ -20,8 +20,9 @@ mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, 
  * every step finished.  An error stops the task (in-flight requests cancelled). */
 mpccl_status_t mpccl_exec_progress(mpccl_exec_t *ex, int *done);
 void mpccl_exec_free(mpccl_exec_t *ex);
-/* Sets from[peer] = 1 for every peer ex receives from (what it may owe an
- * acknowledgement: core/comm_drain.h). */
+/* Sets from[peer] = 1 for every peer ex received a message from that may
+ * have come by rendezvous, larger than the transport's eager_max: this rank
+ * may owe it an acknowledgement (core/comm_drain.h). */
 void mpccl_exec_recv_peers(const mpccl_exec_t *ex, unsigned char *from);
 /* Whether ex still has a send to or a receive from peer that has not
  * completed (posted or not yet). */

@@ -41,6 +41,11 @@ const char *mpccl_ucx_gdr_nic(void);
  * types reg_mem_types (bits UCS_MEMORY_TYPE_*). */
 int mpccl_ucx_md_is_gdr_nic(const char *comp, uint64_t reg_mem_types);
 
+/* The largest tagged message sent eagerly, read from an endpoint's
+ * description (ucp_ep_print_info's "tag_send:" line); 0 when it cannot tell
+ * (ucx_transport.c, the transport's eager_max). */
+size_t mpccl_ucx_parse_eager_max(const char *text);
+
 /* Regions (ucx_region.c; the transport's region_open): memory described to
  * UCX once.  MPCCL_REGION_DEVICE memory is registered with ucp_mem_map. */
 typedef struct mpccl_ucx_region mpccl_ucx_region_t;

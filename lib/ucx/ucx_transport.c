@@ -19,6 +19,8 @@ typedef struct mpccl_ucx_peer {
     ucp_err_handling_mode_t err_mode; /* NONE to same-machine peers under MPCCL_UCX_ERR_MODE=auto */
     int failed;      /* UCX reported the connection broken: requests end in REMOTE */
     ucs_status_t fail_status; /* what UCX reported */
+    size_t eager_max;         /* ucx_eager_max: 0 until known */
+    int eager_tries;          /* attempts to read it from UCX's endpoint description */
     int force_close; /* close: a send is still in flight on this endpoint */
 } mpccl_ucx_peer_t;
 
@@ -684,6 +686,53 @@ static int ucx_drains(mpccl_transport_t *t, int peer)
     return peer >= 0 && peer < t->nranks && tp->peers[peer].err_mode == UCP_ERR_HANDLING_MODE_NONE;
 }
 
+/* The largest tagged message UCX sends eagerly on peer's endpoint, read from
+ * its description (ucp_ep_print_info: "tag_send: 0..<egr/short>..93..
+ * <egr/bcopy>..8256..<rndv>..(inf)" in UCX 1.13, rendezvous from 8256
+ * bytes).  The peer's endpoint to this rank is alike (same transports and
+ * settings).  0 where the line is missing or unlike that (another UCX
+ * version's format, an endpoint still connecting): the caller drains after
+ * any receive.  Read once per peer (a few tries while connecting). */
+size_t mpccl_ucx_parse_eager_max(const char *text)
+{
+    if (strstr(text, "wireup")) return 0; /* still connecting: its lanes are provisional */
+    const char *line = strstr(text, " tag_send:"); /* not tag_send_nbr: or tag_send_sync: */
+    if (!line) return 0;
+    const char *end = strchr(line, '\n');
+    if (!end) end = line + strlen(line);
+    const char *rndv = strstr(line, "..<rndv>");
+    if (!rndv || rndv > end) { /* no rendezvous at all: every size eager */
+        const char *inf = strstr(line, "(inf)");
+        return inf && inf < end ? SIZE_MAX : 0;
+    }
+    const char *p = rndv;
+    while (p > line && p[-1] >= '0' && p[-1] <= '9') p--;
+    if (p == rndv) return 0;
+    unsigned long long from = strtoull(p, NULL, 10);
+    return from > 0 ? (size_t)from - 1 : 0;
+}
+
+static size_t ucx_eager_max(mpccl_transport_t *t, int peer)
+{
+    mpccl_ucx_tp_t *tp = t->impl;
+    if (peer < 0 || peer >= t->nranks) return 0;
+    mpccl_ucx_peer_t *p = &tp->peers[peer];
+    if (p->eager_max || p->eager_tries >= 3 || !p->ep || p->failed) return p->eager_max;
+    p->eager_tries++;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return 0;
+    ucp_ep_print_info(p->ep, f);
+    fclose(f);
+    if (text) p->eager_max = mpccl_ucx_parse_eager_max(text);
+    free(text);
+    if (p->eager_max)
+        MPCCL_INFO(MPCCL_SUB_NET, "rank %d: UCX sends up to %zu bytes eagerly to rank %d", t->rank, p->eager_max,
+                   peer);
+    return p->eager_max;
+}
+
 /* ---- the revoke message ---- */
 
 static void revoke_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user_data)
@@ -746,6 +795,7 @@ static const struct mpccl_transport_ops ucx_ops = {
     .atomic_add = ucx_atomic_add,
     .flush = ucx_flush,
     .drains = ucx_drains,
+    .eager_max = ucx_eager_max,
     .arm = ucx_arm,
     .region_open = ucx_region_open,
     .region_close = ucx_region_close,

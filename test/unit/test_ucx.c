@@ -410,6 +410,21 @@ START_TEST(test_gdr_rule)
 }
 END_TEST
 
+/* The eager limit read from an endpoint's description: UCX 1.13's format,
+ * no rendezvous, an endpoint still connecting, an unknown format. */
+START_TEST(test_eager_max_parse)
+{
+    const char *v113 = "#                tag_send: 0..<egr/short>..93..<egr/bcopy>..8256..<rndv>..(inf)\n"
+                       "#            tag_send_nbr: 0..<egr/short>..93..<egr/bcopy>..262144..<rndv>..(inf)\n";
+    ck_assert_uint_eq(mpccl_ucx_parse_eager_max(v113), 8255);
+    ck_assert_uint_eq(mpccl_ucx_parse_eager_max("#  tag_send: 0..<egr/short>..93..<egr/bcopy>..(inf)\n"), SIZE_MAX);
+    ck_assert_uint_eq(mpccl_ucx_parse_eager_max("# lane[0]: 1:tcp/lo wireup\n# tag_send: 0..<egr/short>..8..<rndv>..(inf)\n"), 0);
+    ck_assert_uint_eq(mpccl_ucx_parse_eager_max("#  tag_send_nbr: 0..<egr/short>..262144..<rndv>..(inf)\n"), 0);
+    ck_assert_uint_eq(mpccl_ucx_parse_eager_max("#  tag_send: 0..<rndv>..(inf)\n"), 0);
+    ck_assert_uint_eq(mpccl_ucx_parse_eager_max(""), 0);
+}
+END_TEST
+
 /* Regions (region_open): a send to itself and its receive through host
  * regions arrive whole; a request outside its region and bad kinds are
  * refused with an error, not sent. */
@@ -621,6 +636,7 @@ int main(void)
     tcase_add_test(tc, test_bad_peer);
     tcase_add_test(tc, test_regions);
     tcase_add_test(tc, test_gdr_rule);
+    tcase_add_test(tc, test_eager_max_parse);
     tcase_add_test(tc, test_pingpong);
     suite_add_tcase(su, tc);
     TCase *tp = tcase_create("processes");
