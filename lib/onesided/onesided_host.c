@@ -186,9 +186,16 @@ mpccl_status_t mpccl_host_put_signal(ncclComm_t comm, const void *src, size_t by
     uint64_t addr = ws->peer_sig_addr[peer] + mpccl_sig_index(comm->nranks, ctx, sig, comm->rank) * sizeof(uint64_t);
     MPCCL_CHECK_GOTO(t->ops->atomic_add(t, peer, 1, addr, ws->peer_sig_rkey[peer], &op->reqs[op->n]), st, fail);
     op->n++;
-    /* Remote completion: nothing of this call may wait for our next progress. */
-    MPCCL_CHECK_GOTO(t->ops->flush(t, peer, &op->reqs[op->n]), st, fail);
-    op->n++;
+    /* Remote completion over shared memory: nothing of this call may wait
+     * in our queues for our next progress.  Not over a network endpoint:
+     * its flush needs the target to answer after the flush request arrived,
+     * and a target already back in the application (its ncclWaitSignal saw
+     * the signal) never would; the put and signal have left once their
+     * requests completed, and the fence orders them at the target. */
+    if (t->ops->drains && t->ops->drains(t, peer)) {
+        MPCCL_CHECK_GOTO(t->ops->flush(t, peer, &op->reqs[op->n]), st, fail);
+        op->n++;
+    }
     /* No fence after the add: a later put to this peer is preceded by its own
      * fence, and counters only add (their order does not matter). */
     if (!defer) return wait_reqs(comm, op->reqs, op->n);
