@@ -1,6 +1,6 @@
 /* The UCX transport: one ucp_worker per communicator, tagged send/recv over
  * eagerly created endpoints (self included), and a close that never hangs. */
-#define _GNU_SOURCE /* ppoll, open_memstream */
+#define _GNU_SOURCE /* ppoll */
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -11,41 +11,7 @@
 #include "util/log.h"
 #include "ucx.h"
 #include "ucx_rma.h"
-
-typedef struct mpccl_ucx_peer {
-    ucp_ep_h ep;
-    struct mpccl_ucx_tp *tp;
-    int rank;
-    ucp_err_handling_mode_t err_mode; /* NONE to same-machine peers under MPCCL_UCX_ERR_MODE=auto */
-    int failed;      /* UCX reported the connection broken: requests end in REMOTE */
-    ucs_status_t fail_status; /* what UCX reported */
-    size_t eager_max;         /* ucx_eager_max: 0 until known */
-    int eager_tries;          /* attempts to read it from UCX's endpoint description */
-    int force_close; /* close: a send is still in flight on this endpoint */
-} mpccl_ucx_peer_t;
-
-typedef struct mpccl_ucx_tp {
-    mpccl_transport_t pub;
-    ucp_worker_h worker;
-    int efd;                  /* worker event fd; -1 without WAKEUP */
-    mpccl_ucx_peer_t *peers;  /* nranks entries */
-    mpccl_ucx_op_t inflight;  /* sentinel of the list of tagged ops in flight */
-    int failures_pending;     /* a peer failed: cancel its receives in progress() */
-    mpccl_ucx_op_t posting;   /* the op being posted, for a callback run inside the call */
-    int posting_done;         /* ... which then completed it already */
-    long close_timeout_ms;
-    long idle_ns;
-    long spin_ns;
-    int64_t idle_since;       /* first idle() since progress last did something; 0: none */
-    /* The revoke message (transport.h): one receive from any sender stays
-     * posted; progress reports an arrival to the owner and posts it again. */
-    void *revoke_req;         /* the posted receive; NULL: none */
-    uint64_t revoke_buf;
-    int revoke_posting, revoke_posted_done;
-    int revoke_arrived, revoke_from;
-    uint64_t revoke_word;     /* what the arrived revoke message said */
-    int closing;
-} mpccl_ucx_tp_t;
+#include "ucx_tp.h"
 
 /* Settings (lib/util/config.c): MPCCL_UCX_IDLE_US, MPCCL_UCX_SPIN_US, MPCCL_UCX_ERR_MODE. */
 static long us_setting(const char *name, long dflt)
@@ -372,8 +338,6 @@ static int cancel_failed_recvs(mpccl_ucx_tp_t *tp)
     return n;
 }
 
-static void post_revoke_recv(mpccl_ucx_tp_t *tp);
-
 static int ucx_progress(mpccl_transport_t *t)
 {
     mpccl_ucx_tp_t *tp = t->impl;
@@ -381,7 +345,7 @@ static int ucx_progress(mpccl_transport_t *t)
     if (tp->failures_pending) n += cancel_failed_recvs(tp);
     if (tp->revoke_arrived) {
         tp->revoke_arrived = 0;
-        post_revoke_recv(tp);
+        mpccl_ucx_post_revoke_recv(tp);
         if (t->on_revoke) t->on_revoke(t->owner, tp->revoke_from, tp->revoke_word);
         n++;
     }
@@ -686,91 +650,6 @@ static int ucx_drains(mpccl_transport_t *t, int peer)
     return peer >= 0 && peer < t->nranks && tp->peers[peer].err_mode == UCP_ERR_HANDLING_MODE_NONE;
 }
 
-/* The largest tagged message UCX sends eagerly on peer's endpoint, read from
- * its description (ucp_ep_print_info: "tag_send: 0..<egr/short>..93..
- * <egr/bcopy>..8256..<rndv>..(inf)" in UCX 1.13, rendezvous from 8256
- * bytes).  The peer's endpoint to this rank is alike (same transports and
- * settings).  0 where the line is missing or unlike that (another UCX
- * version's format, an endpoint still connecting): the caller drains after
- * any receive.  Read once per peer (a few tries while connecting). */
-size_t mpccl_ucx_parse_eager_max(const char *text)
-{
-    if (strstr(text, "wireup")) return 0; /* still connecting: its lanes are provisional */
-    const char *line = strstr(text, " tag_send:"); /* not tag_send_nbr: or tag_send_sync: */
-    if (!line) return 0;
-    const char *end = strchr(line, '\n');
-    if (!end) end = line + strlen(line);
-    const char *rndv = strstr(line, "..<rndv>");
-    if (!rndv || rndv > end) { /* no rendezvous at all: every size eager */
-        const char *inf = strstr(line, "(inf)");
-        return inf && inf < end ? SIZE_MAX : 0;
-    }
-    const char *p = rndv;
-    while (p > line && p[-1] >= '0' && p[-1] <= '9') p--;
-    if (p == rndv) return 0;
-    unsigned long long from = strtoull(p, NULL, 10);
-    return from > 0 ? (size_t)from - 1 : 0;
-}
-
-static size_t ucx_eager_max(mpccl_transport_t *t, int peer)
-{
-    mpccl_ucx_tp_t *tp = t->impl;
-    if (peer < 0 || peer >= t->nranks) return 0;
-    mpccl_ucx_peer_t *p = &tp->peers[peer];
-    if (p->eager_max || p->eager_tries >= 3 || !p->ep || p->failed) return p->eager_max;
-    p->eager_tries++;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return 0;
-    ucp_ep_print_info(p->ep, f);
-    fclose(f);
-    if (text) p->eager_max = mpccl_ucx_parse_eager_max(text);
-    free(text);
-    if (p->eager_max)
-        MPCCL_INFO(MPCCL_SUB_NET, "rank %d: UCX sends up to %zu bytes eagerly to rank %d", t->rank, p->eager_max,
-                   peer);
-    return p->eager_max;
-}
-
-/* ---- the revoke message ---- */
-
-static void revoke_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user_data)
-{
-    mpccl_ucx_tp_t *tp = user_data;
-    if (st == UCS_OK && info) {
-        tp->revoke_from = (int)(info->sender_tag >> 40);
-        tp->revoke_word = tp->revoke_buf;
-        tp->revoke_arrived = 1;
-    }
-    if (tp->revoke_posting) tp->revoke_posted_done = 1;
-    else tp->revoke_req = NULL;
-    ucp_request_free(request);
-}
-
-/* Posts the receive of the revoke message from any sender (outside UCX's
- * callbacks). */
-static void post_revoke_recv(mpccl_ucx_tp_t *tp)
-{
-    if (tp->closing || tp->revoke_req) return;
-    ucp_request_param_t prm;
-    memset(&prm, 0, sizeof(prm));
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    prm.cb.recv = revoke_cb;
-    prm.user_data = tp;
-    tp->revoke_posting = 1;
-    tp->revoke_posted_done = 0;
-    ucs_status_ptr_t sp = ucp_tag_recv_nbx(tp->worker, &tp->revoke_buf, sizeof(tp->revoke_buf),
-                                           MPCCL_REVOKE_TAG(0), MPCCL_REVOKE_TAG_MASK, &prm);
-    tp->revoke_posting = 0;
-    if (UCS_PTR_IS_ERR(sp)) {
-        MPCCL_WARN(MPCCL_SUB_NET, "rank %d: cannot post the revoke receive: %s; peers' revokes go unnoticed",
-                   tp->pub.rank, ucs_status_string(UCS_PTR_STATUS(sp)));
-        return;
-    }
-    if (sp != NULL && !tp->revoke_posted_done) tp->revoke_req = sp;
-}
-
 static const struct mpccl_transport_ops ucx_ops;
 
 ucp_worker_h mpccl_ucx_worker(mpccl_transport_t *t)
@@ -795,7 +674,7 @@ static const struct mpccl_transport_ops ucx_ops = {
     .atomic_add = ucx_atomic_add,
     .flush = ucx_flush,
     .drains = ucx_drains,
-    .eager_max = ucx_eager_max,
+    .eager_max = mpccl_ucx_eager_max,
     .arm = ucx_arm,
     .region_open = ucx_region_open,
     .region_close = ucx_region_close,
@@ -850,7 +729,7 @@ mpccl_status_t mpccl_ucx_transport_create_local(mpccl_bootstrap_t *bs, const uns
     if (mpccl_ucx_has_wakeup() && ucp_worker_get_efd(tp->worker, &tp->efd) != UCS_OK) tp->efd = -1;
     MPCCL_CHECK_GOTO(exchange_addresses(tp, bs, &all, &stride), st, fail);
     MPCCL_CHECK_GOTO(connect_all(tp, all, stride), st, fail);
-    post_revoke_recv(tp);
+    mpccl_ucx_post_revoke_recv(tp);
     free(all);
     *out = &tp->pub;
     return MPCCL_OK;
