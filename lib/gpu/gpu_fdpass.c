@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -42,12 +43,34 @@ typedef struct {
     uint32_t len;
 } reply_t;
 
-/* "\0mpccl-fd-<pid>": abstract, so nothing is left in the file system. */
-static socklen_t socket_name(pid_t pid, struct sockaddr_un *a)
+static pthread_once_t tag_once = PTHREAD_ONCE_INIT;
+static uint32_t tag;
+
+static void make_tag(void)
+{
+    /* This copy's load address (ASLR), the clock and the pid, mixed. */
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t x = (uint64_t)(uintptr_t)&tag ^ ((uint64_t)t.tv_nsec << 20) ^ (uint64_t)t.tv_sec ^ ((uint64_t)getpid() << 40);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    tag = (uint32_t)x ? (uint32_t)x : 1u;
+}
+
+uint32_t mpccl_fdpass_tag(void)
+{
+    pthread_once(&tag_once, make_tag);
+    return tag;
+}
+
+/* "\0mpccl-fd-<pid>-<tag>": abstract, so nothing is left in the file system. */
+static socklen_t socket_name(pid_t pid, uint32_t t, struct sockaddr_un *a, char *name, size_t name_len)
 {
     memset(a, 0, sizeof(*a));
     a->sun_family = AF_UNIX;
-    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "mpccl-fd-%d", (int)pid);
+    snprintf(name, name_len, "mpccl-fd-%d-%08x", (int)pid, t);
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "%s", name);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -191,12 +214,13 @@ static mpccl_status_t start_server(void)
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) return mpccl_fail(MPCCL_ERR_SYSTEM, "fd server: socket: %s", strerror(errno));
     struct sockaddr_un a;
-    socklen_t alen = socket_name(getpid(), &a);
+    char name[64];
+    socklen_t alen = socket_name(getpid(), mpccl_fdpass_tag(), &a, name, sizeof(name));
     if (bind(s, (struct sockaddr *)&a, alen) != 0 || listen(s, 128) != 0) {
         int e = errno;
         close(s);
-        return mpccl_fail(MPCCL_ERR_SYSTEM, "fd server: cannot listen on the abstract socket mpccl-fd-%d: %s",
-                          (int)getpid(), strerror(e));
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "fd server: cannot listen on the abstract socket %s: %s", name,
+                          strerror(e));
     }
     pthread_t t;
     pthread_attr_t attr;
@@ -251,22 +275,23 @@ void mpccl_fdpass_withdraw(uint64_t key)
     pthread_mutex_unlock(&offers_mu);
 }
 
-/* Connects to process owner's server; *s = -1 on failure (an error is set). */
-static mpccl_status_t connect_to(pid_t owner, int *s)
+/* Connects to server (owner, t); *s = -1 on failure (an error is set). */
+static mpccl_status_t connect_to(pid_t owner, uint32_t t, int *s)
 {
     *s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (*s < 0) return mpccl_fail(MPCCL_ERR_SYSTEM, "fd server client: socket: %s", strerror(errno));
     set_timeout(*s, 30);
     struct sockaddr_un a;
-    socklen_t alen = socket_name(owner, &a);
+    char name[64];
+    socklen_t alen = socket_name(owner, t, &a, name, sizeof(name));
     if (connect(*s, (struct sockaddr *)&a, alen) == 0) return MPCCL_OK;
     int e = errno;
     close(*s);
     *s = -1;
     return mpccl_fail(MPCCL_ERR_SYSTEM,
-                      "cannot reach process %d's fd server (abstract socket mpccl-fd-%d: %s); processes that "
+                      "cannot reach process %d's fd server (abstract socket %s: %s); processes that "
                       "share GPU memory must run on one host in one network namespace",
-                      (int)owner, (int)owner, strerror(e));
+                      (int)owner, name, strerror(e));
 }
 
 static const char *reply_text(int32_t code)
@@ -277,11 +302,11 @@ static const char *reply_text(int32_t code)
                                       : "reply without a descriptor";
 }
 
-mpccl_status_t mpccl_fdpass_fetch(pid_t owner, uint64_t key, int *fd)
+mpccl_status_t mpccl_fdpass_fetch(pid_t owner, uint32_t t, uint64_t key, int *fd)
 {
     *fd = -1;
     int s;
-    MPCCL_CHECK(connect_to(owner, &s));
+    MPCCL_CHECK(connect_to(owner, t, &s));
     mpccl_status_t st = MPCCL_OK;
     request_t q = {OP_FETCH, 0, key};
     reply_t r = {-1, 0};
@@ -306,7 +331,7 @@ mpccl_status_t mpccl_fdpass_serve(mpccl_fdpass_handler_t h)
     return st;
 }
 
-mpccl_status_t mpccl_fdpass_call(pid_t owner, const void *req, uint32_t len, int fd, void *reply, uint32_t *reply_len,
+mpccl_status_t mpccl_fdpass_call(pid_t owner, uint32_t t, const void *req, uint32_t len, int fd, void *reply, uint32_t *reply_len,
                                  int32_t *code, const char *what)
 {
     *reply_len = 0;
@@ -314,7 +339,7 @@ mpccl_status_t mpccl_fdpass_call(pid_t owner, const void *req, uint32_t len, int
     if (len > MPCCL_FDPASS_MAX_MSG)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "%s: request of %u bytes (at most %d)", what, len, MPCCL_FDPASS_MAX_MSG);
     int s;
-    MPCCL_CHECK(connect_to(owner, &s));
+    MPCCL_CHECK(connect_to(owner, t, &s));
     mpccl_status_t st = MPCCL_OK;
     request_t q = {OP_CALL, len, 0};
     reply_t r = {-1, 0};

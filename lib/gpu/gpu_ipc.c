@@ -167,6 +167,7 @@ mpccl_status_t mpccl_ipc_export(void *base, size_t size, mpccl_ipc_desc_t *out)
     MPCCL_CHECK(mpccl_ipc_device_uuid(attr.device, out->uuid));
     out->host_hash = mpccl_topo_host_hash();
     out->pid = (int32_t)getpid();
+    out->fd_tag = mpccl_fdpass_tag();
     out->dev = attr.device;
     out->base = (uint64_t)(uintptr_t)base;
     out->size = size;
@@ -288,7 +289,7 @@ mpccl_status_t mpccl_ipc_import_fd(const mpccl_ipc_desc_t *d, int my_dev, int fd
     /* The descriptor is fetched before import_mu is taken: no thread waits
      * on another process while holding it (that process's server thread may
      * need the same lock of ours to answer a call of its own). */
-    if (d->vmm && fd < 0 && !is_imported(d)) MPCCL_CHECK(mpccl_fdpass_fetch(d->pid, d->base, &fd));
+    if (d->vmm && fd < 0 && !is_imported(d)) MPCCL_CHECK(mpccl_fdpass_fetch(d->pid, d->fd_tag, d->base, &fd));
     mpccl_status_t st = MPCCL_OK;
     pthread_mutex_lock(&import_mu);
     import_entry_t **pp = find_import(d);

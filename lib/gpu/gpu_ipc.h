@@ -22,7 +22,7 @@ typedef struct mpccl_ipc_desc {
     int32_t pid;              /* owner process */
     int32_t dev;              /* owner's device ordinal, in the owner's numbering */
     int32_t vmm;              /* 1: cuMem allocation shared by file descriptor (key: base) */
-    int32_t pad;
+    uint32_t fd_tag;          /* owner's fd server tag (gpu_fdpass.h), beside pid */
     unsigned char uuid[16];   /* owner's device, comparable across processes */
     uint64_t base;            /* allocation base in the owner's address space */
     uint64_t size;            /* bytes */
@@ -50,10 +50,10 @@ mpccl_status_t mpccl_ipc_serve(void);
 /* Has process peer_pid map the region d describes (exported by this process)
  * for its device peer_uuid; *peer_ptr is the region's base there.  Pair with
  * mpccl_ipc_push_release. */
-mpccl_status_t mpccl_ipc_push(const mpccl_ipc_desc_t *d, int32_t peer_pid, const unsigned char peer_uuid[16],
+mpccl_status_t mpccl_ipc_push(const mpccl_ipc_desc_t *d, int32_t peer_pid, uint32_t peer_tag, const unsigned char peer_uuid[16],
                               uint64_t *peer_ptr);
 /* Undoes one push (a peer process that is gone is fine). */
-void mpccl_ipc_push_release(const mpccl_ipc_desc_t *d, int32_t peer_pid);
+void mpccl_ipc_push_release(const mpccl_ipc_desc_t *d, int32_t peer_pid, uint32_t peer_tag);
 
 /* The UUID of local device dev. */
 mpccl_status_t mpccl_ipc_device_uuid(int dev, unsigned char uuid[16]);

@@ -86,7 +86,7 @@ static mpccl_status_t vmm_fd(const mpccl_ipc_desc_t *d, int *fd)
     return r == CUDA_SUCCESS ? MPCCL_OK : mpccl_cu_error(r, "cuMemExportToShareableHandle (registered buffer)");
 }
 
-mpccl_status_t mpccl_ipc_push(const mpccl_ipc_desc_t *d, int32_t peer_pid, const unsigned char peer_uuid[16],
+mpccl_status_t mpccl_ipc_push(const mpccl_ipc_desc_t *d, int32_t peer_pid, uint32_t peer_tag, const unsigned char peer_uuid[16],
                               uint64_t *peer_ptr)
 {
     push_req_t q;
@@ -107,7 +107,7 @@ mpccl_status_t mpccl_ipc_push(const mpccl_ipc_desc_t *d, int32_t peer_pid, const
     push_reply_t r;
     uint32_t len = 0;
     int32_t code = -1;
-    mpccl_status_t st = mpccl_fdpass_call(peer_pid, &q, sizeof(q), fd, &r, &len, &code, "mapping a registered buffer");
+    mpccl_status_t st = mpccl_fdpass_call(peer_pid, peer_tag, &q, sizeof(q), fd, &r, &len, &code, "mapping a registered buffer");
     if (fd >= 0) close(fd);
     MPCCL_CHECK(st);
     if (code != 0 || len < sizeof(r.ptr)) {
@@ -120,7 +120,7 @@ mpccl_status_t mpccl_ipc_push(const mpccl_ipc_desc_t *d, int32_t peer_pid, const
     return MPCCL_OK;
 }
 
-void mpccl_ipc_push_release(const mpccl_ipc_desc_t *d, int32_t peer_pid)
+void mpccl_ipc_push_release(const mpccl_ipc_desc_t *d, int32_t peer_pid, uint32_t peer_tag)
 {
     if (peer_pid == (int32_t)getpid()) return; /* mpccl_ipc_release is a no-op there too */
     push_req_t q;
@@ -131,7 +131,7 @@ void mpccl_ipc_push_release(const mpccl_ipc_desc_t *d, int32_t peer_pid)
     uint32_t len;
     int32_t code;
     /* A peer that has exited took its mapping with it: nothing to report. */
-    if (mpccl_fdpass_call(peer_pid, &q, sizeof(q), -1, &r, &len, &code, "unmapping a registered buffer") != MPCCL_OK)
+    if (mpccl_fdpass_call(peer_pid, peer_tag, &q, sizeof(q), -1, &r, &len, &code, "unmapping a registered buffer") != MPCCL_OK)
         mpccl_clear_last_error();
 }
 #endif

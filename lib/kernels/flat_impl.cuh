@@ -439,6 +439,9 @@ template <int DT, int OP> struct flat {
                 *flag(j, 0, p, me) = seq;
             }
         }
+        /* The first barrier of an LL launch: thread 0 reset the abort flag
+         * (body) before any wait below reads it. */
+        __syncthreads();
         /* consume */
         int mode = a.mode;
         bool reduce = mode == MPCCL_FLAT_ALLREDUCE_1 || mode == MPCCL_FLAT_REDUCESCATTER ||
@@ -487,12 +490,13 @@ template <int DT, int OP> struct flat {
     __device__ void body() const
     {
         uint32_t *ctr = (uint32_t *)(a.region[me] + mpccl_flat_ctr_off(N, a.slice_bytes));
-        if (threadIdx.x == 0) {
-            sh.epoch = vload(ctr);
-            mpccl_abort_begin();
-        }
-        __syncthreads();
-        uint32_t epoch = sh.epoch;
+        /* Every thread reads the epoch itself, so an LL launch loads it and
+         * its input at once and stores to the peers before any barrier (one
+         * memory latency less).  ctr[0] changes only after every CTA has
+         * passed its last barrier (below), so all threads read one value. */
+        if (threadIdx.x == 0) mpccl_abort_begin();
+        uint32_t epoch = vload(ctr);
+        if (!a.ll_bytes) __syncthreads(); /* (chunk_ll has its own after its stores) */
         uint64_t cap = (uint64_t)G * a.sub_elems;
         int two = a.mode == MPCCL_FLAT_ALLREDUCE_2;
         uint64_t per = two ? cap * N : cap, nch = (a.count + per - 1) / per;
@@ -506,8 +510,12 @@ template <int DT, int OP> struct flat {
             if (two) chunk_two_shot(c, p, seq);
             else chunk(c, p, seq);
         }
-        /* The last CTA out advances the chunk counter for the next launch. */
-        if (threadIdx.x == 0) {
+        /* The last CTA out advances the chunk counter for the next launch.
+         * One CTA needs no count: the next launch on the stream sees its
+         * store (kernel boundaries order memory). */
+        if (threadIdx.x == 0 && G == 1) {
+            ctr[0] = epoch + (uint32_t)nch;
+        } else if (threadIdx.x == 0) {
             __threadfence();
             if (atomicAdd(&ctr[1], 1u) == (uint32_t)G - 1u) {
                 ctr[1] = 0;

@@ -23,7 +23,7 @@ static void unpush(ncclComm_t comm, mpccl_reg_t *r)
     const mpccl_ipc_desc_t *d = r->gpu;
     mpccl_flat_comm_t *f = mpccl_gpu_flat(comm);
     for (int j = 0; r->peer_base && j < comm->nranks; j++)
-        if (j != comm->rank && r->peer_base[j]) mpccl_ipc_push_release(d, mpccl_flat_reg_peer(f, j)->pid);
+        if (j != comm->rank && r->peer_base[j]) mpccl_ipc_push_release(d, mpccl_flat_reg_peer(f, j)->pid, mpccl_flat_reg_peer(f, j)->fd_tag);
     free(r->peer_base);
     r->peer_base = NULL;
 }
@@ -42,7 +42,7 @@ static mpccl_status_t push_to_peers(ncclComm_t comm, mpccl_reg_t *r)
         if (j == comm->rank) continue;
         const mpccl_ipc_desc_t *peer = mpccl_flat_reg_peer(f, j);
         uint64_t base = 0;
-        mpccl_status_t st = mpccl_ipc_push(d, peer->pid, peer->uuid, &base);
+        mpccl_status_t st = mpccl_ipc_push(d, peer->pid, peer->fd_tag, peer->uuid, &base);
         if (st != MPCCL_OK) {
             unpush(comm, r);
             return mpccl_fail(st, "ncclCommRegister: rank %d (process %d) cannot map buffer %p: %s", j,

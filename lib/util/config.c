@@ -75,7 +75,7 @@ static mpccl_setting_t settings[] = {
     {"FLAT_P2P", NULL, "1", "flat kernels: a group's send/recv calls run as one flat p2p launch (0: the engine)", NULL,
      NULL},
     {"FLAT_P2P_BYTES", NULL, "0",
-     "flat p2p: bytes each rank keeps per peer and parity for send/recv (0: min(4M, 32M / (2 * ranks)))", NULL, NULL},
+     "flat p2p: bytes each rank keeps per peer and parity for send/recv (0: min(16M, 64M / (2 * ranks)))", NULL, NULL},
     {"FLAT_P2P_DIRECT_BYTES", NULL, "4M",
      "flat p2p: messages from this many bytes are stored straight into the receive buffer when the receiver "
      "ncclCommRegister'd it (the receiver announces it first); smaller ones are always staged",

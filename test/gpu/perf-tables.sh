@@ -1,11 +1,11 @@
 #!/bin/sh
 # The side-by-side tables of doc/PERFORMANCE.md in one command, on a GPU machine
-# (the performance targets' sizes: every collective, 8 B - 2 GB in x4 steps, float and
+# (the performance targets' sizes: every collective, 8 B (-b) - 2 GB (-e) in x4 steps, float and
 # bf16, out-of-place and in-place, eager and inside CUDA graphs, mpccl and NCCL
 # from the same run).
 #
-#   test/gpu/perf-tables.sh [-n NP] [-o OUTDIR] [-e MAXBYTES] [-C COLLS] [-k KINDS]
-#                           [-t SECONDS] NCCL_LIB
+#   test/gpu/perf-tables.sh [-n NP] [-o OUTDIR] [-b MINBYTES] [-e MAXBYTES] [-C COLLS]
+#                           [-k KINDS] [-t SECONDS] NCCL_LIB
 #
 # Run from the build directory (mpccl-perf is there).  NCCL_LIB is the other
 # library, e.g. "$(python3 -c 'import nvidia.nccl as m; print(m.__path__[0])')/lib/libnccl.so.2".
@@ -21,15 +21,17 @@
 # or checks wrong.
 np=
 out=perf-tables
+minb=8
 maxb=2G
 colls="allreduce reduce_scatter all_gather alltoall broadcast reduce gather scatter sendrecv"
 kinds="float bfloat16 graph check"
 budget=0
-usage="usage: $0 [-n NP] [-o OUTDIR] [-e MAXBYTES] [-C COLLS] [-k KINDS] [-t SECONDS] NCCL_LIB"
-while getopts n:o:e:C:k:t: opt; do
+usage="usage: $0 [-n NP] [-o OUTDIR] [-b MINBYTES] [-e MAXBYTES] [-C COLLS] [-k KINDS] [-t SECONDS] NCCL_LIB"
+while getopts n:o:b:e:C:k:t: opt; do
     case $opt in
     n) np=$OPTARG ;;
     o) out=$OPTARG ;;
+    b) minb=$OPTARG ;;
     e) maxb=$OPTARG ;;
     C) colls=$OPTARG ;;
     k) kinds=$OPTARG ;;
@@ -74,9 +76,9 @@ run() { # name, then mpccl-perf arguments
 }
 has_kind() { case " $kinds " in *" $1 "*) return 0 ;; esac; return 1; }
 for c in $colls; do
-    has_kind float && run "${c}_float" -C "$c" -d float -b 8 -e "$maxb" -f 4 -c 0 -w 5 -n 20 -R 3
-    has_kind bfloat16 && run "${c}_bfloat16" -C "$c" -d bfloat16 -b 8 -e "$maxb" -f 4 -c 0 -w 5 -n 20 -R 3
-    has_kind graph && run "${c}_float_graph" -C "$c" -d float -b 8 -e 16M -f 4 -c 0 -w 20 -n 200 -G 20 -R 3
+    has_kind float && run "${c}_float" -C "$c" -d float -b "$minb" -e "$maxb" -f 4 -c 0 -w 5 -n 20 -R 3
+    has_kind bfloat16 && run "${c}_bfloat16" -C "$c" -d bfloat16 -b "$minb" -e "$maxb" -f 4 -c 0 -w 5 -n 20 -R 3
+    has_kind graph && run "${c}_float_graph" -C "$c" -d float -b "$minb" -e 16M -f 4 -c 0 -w 20 -n 200 -G 20 -R 3
 done
 # one checked pass over every collective, datatype and op at awkward sizes
 has_kind check && run check_all -C all -d all -o all -b 1 -e 4M -f 7 -c 1 -w 1 -n 1

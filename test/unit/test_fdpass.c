@@ -3,12 +3,18 @@
  * memory from each other); unknown and withdrawn keys are refused with a
  * message; calls reach the handler of another process with their request
  * and descriptor, and its answer comes back (as registered buffers are
- * pushed to peer processes).  No CUDA. */
+ * pushed to peer processes); another copy of the library in the same process
+ * (an older one's "mpccl-fd-<pid>", or one with another tag) does not stand in
+ * the way, and a wrong tag reaches no server.  No CUDA. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "gpu/gpu_fdpass.h"
@@ -19,15 +25,16 @@ START_TEST(child_fetches_parent_fd)
     ck_assert_int_eq(pipe(p), 0);
     ck_assert_int_eq(mpccl_fdpass_offer(0x1234, p[1]), MPCCL_OK);
     pid_t parent = getpid();
+    uint32_t tag = mpccl_fdpass_tag();
     pid_t child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) {
         int fd = -1;
-        if (mpccl_fdpass_fetch(parent, 0x1234, &fd) != MPCCL_OK || fd < 0) _exit(2);
+        if (mpccl_fdpass_fetch(parent, tag, 0x1234, &fd) != MPCCL_OK || fd < 0) _exit(2);
         if (write(fd, "ok", 2) != 2) _exit(3);
         close(fd);
         /* A key nobody offered: refused, with a reason. */
-        if (mpccl_fdpass_fetch(parent, 0x9999, &fd) == MPCCL_OK || fd != -1) _exit(4);
+        if (mpccl_fdpass_fetch(parent, tag, 0x9999, &fd) == MPCCL_OK || fd != -1) _exit(4);
         if (strstr(mpccl_last_error(), "nothing offered") == NULL) _exit(5);
         _exit(0);
     }
@@ -41,7 +48,7 @@ START_TEST(child_fetches_parent_fd)
     /* Withdrawn: fetching fails (here from this process's own server). */
     mpccl_fdpass_withdraw(0x1234);
     int fd = -1;
-    ck_assert_int_ne(mpccl_fdpass_fetch(getpid(), 0x1234, &fd), MPCCL_OK);
+    ck_assert_int_ne(mpccl_fdpass_fetch(getpid(), mpccl_fdpass_tag(), 0x1234, &fd), MPCCL_OK);
     ck_assert_int_eq(fd, -1);
     close(p[0]);
     close(p[1]);
@@ -74,6 +81,7 @@ START_TEST(child_calls_parent_handler)
     ck_assert_int_eq(pipe(p), 0);
     ck_assert_int_eq(mpccl_fdpass_serve(echo_handler), MPCCL_OK);
     pid_t parent = getpid();
+    uint32_t tag = mpccl_fdpass_tag();
     pid_t child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) {
@@ -81,14 +89,14 @@ START_TEST(child_calls_parent_handler)
         char reply[MPCCL_FDPASS_MAX_MSG];
         uint32_t len = 0;
         int32_t code = -1;
-        if (mpccl_fdpass_call(parent, "echo-abc", 8, p[1], reply, &len, &code, "test call") != MPCCL_OK) _exit(2);
+        if (mpccl_fdpass_call(parent, tag, "echo-abc", 8, p[1], reply, &len, &code, "test call") != MPCCL_OK) _exit(2);
         if (code != 0 || len != 8 || memcmp(reply, "cba-ohce", 8) != 0) _exit(3);
         /* The handler's refusal comes back as its code, not as a failure. */
-        if (mpccl_fdpass_call(parent, "nope", 4, -1, reply, &len, &code, "test call") != MPCCL_OK || code != 17)
+        if (mpccl_fdpass_call(parent, tag, "nope", 4, -1, reply, &len, &code, "test call") != MPCCL_OK || code != 17)
             _exit(4);
         /* Too long a request never leaves this process. */
         static char big[MPCCL_FDPASS_MAX_MSG + 1];
-        if (mpccl_fdpass_call(parent, big, sizeof(big), -1, reply, &len, &code, "test call") == MPCCL_OK) _exit(5);
+        if (mpccl_fdpass_call(parent, tag, big, sizeof(big), -1, reply, &len, &code, "test call") == MPCCL_OK) _exit(5);
         _exit(0);
     }
     close(p[1]);
@@ -112,10 +120,56 @@ START_TEST(no_server)
         _exit(0);
     }
     int fd = -1;
-    ck_assert_int_ne(mpccl_fdpass_fetch(child, 1, &fd), MPCCL_OK);
+    ck_assert_int_ne(mpccl_fdpass_fetch(child, mpccl_fdpass_tag(), 1, &fd), MPCCL_OK);
     ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "fd server"));
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
+}
+END_TEST
+
+/* Listens on the abstract socket name (as another copy of mpccl would). */
+static int listen_on(const char *name)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    memcpy(a.sun_path + 1, name, n);
+    if (s < 0 || bind(s, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 ||
+        listen(s, 4) != 0)
+        return -1;
+    return s;
+}
+
+START_TEST(two_copies_in_one_process)
+{
+    char old_name[64], other[64];
+    uint32_t tag = mpccl_fdpass_tag();
+    ck_assert_uint_ne(tag, 0);
+    ck_assert_uint_eq(mpccl_fdpass_tag(), tag); /* fixed for the process */
+    snprintf(old_name, sizeof(old_name), "mpccl-fd-%d", (int)getpid());
+    snprintf(other, sizeof(other), "mpccl-fd-%d-%08x", (int)getpid(), tag ^ 0x5a5a5a5au);
+    int s1 = listen_on(old_name), s2 = listen_on(other);
+    ck_assert_int_ge(s1, 0);
+    ck_assert_int_ge(s2, 0);
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(mpccl_fdpass_offer(0x77, p[1]), MPCCL_OK);
+    int fd = -1;
+    ck_assert_int_eq(mpccl_fdpass_fetch(getpid(), tag, 0x77, &fd), MPCCL_OK);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    /* a tag nobody serves under */
+    fd = -1;
+    ck_assert_int_ne(mpccl_fdpass_fetch(getpid(), tag ^ 0x0f0f0f0fu, 0x77, &fd), MPCCL_OK);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "mpccl-fd-"));
+    ck_assert_int_eq(fd, -1);
+    mpccl_fdpass_withdraw(0x77);
+    close(s1);
+    close(s2);
+    close(p[0]);
+    close(p[1]);
 }
 END_TEST
 
@@ -127,6 +181,7 @@ int main(void)
     tcase_add_test(tc, child_fetches_parent_fd);
     tcase_add_test(tc, child_calls_parent_handler);
     tcase_add_test(tc, no_server);
+    tcase_add_test(tc, two_copies_in_one_process);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
