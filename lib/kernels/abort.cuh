@@ -105,12 +105,15 @@ static __device__ __noinline__ unsigned long long mpccl_abort_slow(mpccl_gpu_abo
 
 // In a wait loop's body: true when the loop must give up.  weight: spins one
 // pass counts for (loops that sleep ~0.5-1 us per pass use 8).
+// The sticky flag is read every 16 spins, not every spin: a wait that follows
+// a CTA's give-up still ends within 16 passes, and the loop that waits for a
+// flag about to land stays one load long.
 __device__ __forceinline__ bool mpccl_abort_poll(const mpccl_abort_arg_t &a, mpccl_abort_wait &st,
                                                  const mpccl_abort_why &why, uint32_t weight = 1)
 {
-    if (mpccl_aborted()) return true;
-    if ((st.spins += weight) < MPCCL_ABORT_SPINS) return false;
+    if ((st.spins += weight) < MPCCL_ABORT_SPINS) return (st.spins & 15u) < weight && mpccl_aborted();
     st.spins = 0;
+    if (mpccl_aborted()) return true;
     const unsigned long long r = mpccl_abort_slow(a.word, a.seq, st.deadline, why);
     if (r == MPCCL_ABORT_GIVE_UP) return true;
     st.deadline = r;

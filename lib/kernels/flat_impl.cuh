@@ -516,11 +516,11 @@ template <int DT, int OP> struct flat {
         if (threadIdx.x == 0 && G == 1) {
             ctr[0] = epoch + (uint32_t)nch;
         } else if (threadIdx.x == 0) {
-            __threadfence();
+            /* (no fences: every thread read ctr[0] before the CTA's last
+             * barrier, and the next launch is ordered by the stream) */
             if (atomicAdd(&ctr[1], 1u) == (uint32_t)G - 1u) {
                 ctr[1] = 0;
                 ctr[0] = epoch + (uint32_t)nch;
-                __threadfence();
             }
         }
     }
