@@ -337,8 +337,68 @@ struct p2p {
         if (++sh.chunks[i] == nchunks(op, i)) sh.fin[i] = 1;
     }
 
+    /* The one call this CTA moves, when it is a single LL chunk for this
+     * lane (a small send/recv): its index, else -1.  Every thread computes
+     * the same answer from the arguments. */
+    __device__ int single_ll_chunk() const
+    {
+        int only = -1, count = 0;
+        for (int i = 0; i < a.nops; i++) {
+            const mpccl_flat_p2p_op_t &op = ops[i];
+            if (op.send != sending || (uint32_t)g >= op.ctas || op.bytes == 0) continue;
+            if (op.ll && ll_lane_chunks(op) == 0) continue;
+            only = i;
+            count++;
+        }
+        return count == 1 && ops[only].ll && ll_lane_chunks(ops[only]) == 1 ? only : -1;
+    }
+    /* That chunk without the general loop's rounds: every thread reads the
+     * lane counter and its input at once (the sender's slot check by thread
+     * 0 overlaps them), one barrier, then the units go out or come in
+     * (one memory latency and three barriers less than select/move/post).
+     * Same counters, acks and slots as select_ll/move_ll/post. */
+    __device__ void run_single_ll(int i) const
+    {
+        const mpccl_flat_p2p_op_t &op = ops[i];
+        const int tid = threadIdx.x, nt = blockDim.x;
+        if (tid == 0) mpccl_abort_begin();
+        const uint32_t m = *ll_counter(op.send, op.peer) + 1u;
+        const uint64_t off = (uint64_t)g * op.sub;
+        const int64_t nb = (int64_t)(op.bytes - off < op.sub ? op.bytes - off : op.sub);
+        const int64_t units = (nb + 7) / 8;
+        const mpccl_abort_why why{MPCCL_ABORT_OP_FLAT_P2P, (int32_t)op.send, op.peer, -1, op.bytes, m, nullptr};
+        if (op.send) {
+            const char *src = op.buf + off;
+            const uint64_t first = tid < units ? load8(src + 8 * tid, nb - 8 * tid) : 0;
+            if (tid == 0) { /* parity m & 1 last held m - 2: consumed? */
+                mpccl_abort_wait w{};
+                while ((int32_t)(vload(ll_ack(me, op.peer)) - (m - 2u)) < 0)
+                    if (mpccl_abort_poll(a.ab, w, why)) break;
+            }
+            __syncthreads();
+            if (mpccl_aborted()) return;
+            char *dst = ll_slot(op.peer, me, m & 1u);
+            for (int64_t u = tid; u < units; u += nt)
+                ll_put(dst + 16 * u, u == tid ? first : load8(src + 8 * u, nb - 8 * u), m);
+        } else {
+            /* m - 1 was consumed in an earlier launch: a posted store whose
+             * round trip hides behind the wait for m */
+            if (tid == 0) *ll_ack(op.peer, me) = m - 1u;
+            __syncthreads(); /* the abort flag is reset before any wait */
+            const char *src = ll_slot(me, op.peer, m & 1u);
+            char *dst = op.buf + off;
+            for (int64_t u = tid; u < units; u += nt) store8(dst + 8 * u, ll_get(src + 16 * u, m, a.ab, why), nb - 8 * u);
+        }
+        if (tid == 0) *ll_counter(op.send, op.peer) = m;
+    }
+
     __device__ void run() const
     {
+        const int single = single_ll_chunk();
+        if (single >= 0) {
+            run_single_ll(single);
+            return;
+        }
         if (threadIdx.x == 0) mpccl_abort_begin();
         if (threadIdx.x == 0)
             for (int i = 0; i < a.nops; i++) {
