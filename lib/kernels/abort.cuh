@@ -3,11 +3,11 @@
 // lib/gpu/gpu_abort.c) and MPCCL_OP_TIMEOUT.  The policy lives here only.
 //
 // Fast path: a wait whose flag is already there never enters its loop body,
-// so it costs nothing.  Inside a loop, mpccl_abort_poll reads a shared-memory
-// word (sticky "this CTA gave up") and counts spins; only every
+// so it costs nothing.  Inside a loop, mpccl_abort_poll counts spins and every
+// 16 reads a shared-memory word (sticky "this CTA gave up"); only every
 // MPCCL_ABORT_SPINS spins does it read the mapped abort word (~1 us over PCIe)
-// and %globaltimer.  Once a CTA gave up, every later wait of it returns at
-// once (the data is garbage: the communicator is dead), so the launch runs
+// and %globaltimer.  Once a CTA gave up, every later wait of it returns within
+// 16 spins (the data is garbage: the communicator is dead), so the launch runs
 // through its remaining steps without waiting and exits within milliseconds.
 // Where garbage could be a pointer (the window kernels' exchanged buffers),
 // the kernel checks mpccl_aborted() after a barrier and skips its work.
