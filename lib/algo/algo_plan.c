@@ -281,6 +281,7 @@ mpccl_status_t mpccl_plan_params_init(mpccl_plan_params_t *p)
         return mpccl_fail(MPCCL_ERR_ARG, "MPCCL_CHUNK_BYTES = %lld, expected a positive number of bytes",
                           (long long)chunk);
     p->chunk_bytes = (uint64_t)chunk;
+    p->split_shares = 1;
     pthread_once(&env_once, read_env_algo);
     memcpy(p->forced, env_forced, sizeof(p->forced));
     return MPCCL_OK;
@@ -402,7 +403,7 @@ mpccl_status_t mpccl_plan(const mpccl_topo_t *topo, const mpccl_coll_desc_t *d, 
     uint64_t es = mpccl_dtype_size(d->dt), chunk_bytes = p->chunk_bytes;
     uint64_t two_per_share = d->count * es / (2 * (uint64_t)n);
     if (two_per_share < MIN_PIPELINE_CHUNK) two_per_share = MIN_PIPELINE_CHUNK;
-    if (chunk_bytes > two_per_share) chunk_bytes = two_per_share;
+    if (p->split_shares && chunk_bytes > two_per_share) chunk_bytes = two_per_share;
     uint64_t chunk = chunk_bytes / es, least = mpccl_div_up(d->count, MAX_PIPELINE_CHUNKS);
     if (chunk < least) chunk = least;
     mpccl_gen_t g = {&b, d, topo, chunk ? chunk : 1, d->in_place && !d->prescale, {n, topo->rank, world}};

@@ -57,6 +57,7 @@ typedef struct mpccl_coll_desc {
 typedef struct mpccl_plan_params {
     uint64_t chunk_bytes;                 /* pipelining granularity of ring/chain */
     mpccl_algo_t forced[MPCCL_NUM_COLLS]; /* MPCCL_ALGO / NCCL_ALGO; AUTO if none */
+    int split_shares; /* mid sizes: at least two chunks per rank's share (params_init: 1) */
 } mpccl_plan_params_t;
 
 /* Fills params from the environment (MPCCL_ALGO, NCCL_ALGO, MPCCL_CHUNK_BYTES);

@@ -259,7 +259,11 @@ static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const m
     plan_entry_t *e = calloc(1, sizeof(*e));
     if (!e) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan");
     e->key = k;
-    mpccl_status_t st = mpccl_plan(&comm->topo, d, &comm->params, &e->sched);
+    /* The device engine keeps whole shares per chunk: its pieces and
+     * mailboxes were sized and measured that way (the split is the host's). */
+    mpccl_plan_params_t params = comm->params;
+    params.split_shares = 0;
+    mpccl_status_t st = mpccl_plan(&comm->topo, d, &params, &e->sched);
     if (st == MPCCL_OK) {
         mpccl_inout_t io;
         int64_t in_off;

@@ -34,9 +34,10 @@ if [ -f "$lib" ]; then
     grep -q '^# Instances *: distinct' "$out" || fail "the two libraries are not distinct instances"
     grep -q '^# Out of bounds values : 0 OK' "$out" || fail "wrong results"
     # 8 64 512 4K 32K, out of place and in place: 10 rows of 16 columns, both #wrong 0,
-    # ratios printed (a number: on an oversubscribed CI machine one noisy sample can
-    # make the busbw ratio round to 0.00, so its size is not checked)
-    n=$(awk '/^ *[0-9]/ && NF == 16 && $10 == 0 && $14 == 0 && $15 > 0 && $16 ~ /^[0-9]+[.][0-9]+$/' "$out" | wc -l)
+    # ratios printed (numbers: on an oversubscribed CI machine one noisy sample of
+    # either library -- a rank descheduled for a millisecond -- can make either
+    # ratio round to 0.00, so their sizes are not checked)
+    n=$(awk '/^ *[0-9]/ && NF == 16 && $10 == 0 && $14 == 0 && $15 ~ /^[0-9]+[.][0-9]+$/ && $16 ~ /^[0-9]+[.][0-9]+$/' "$out" | wc -l)
     [ "$n" -eq 10 ] || fail "$n good rows, expected 10"
     [ "$(head -1 "$csv")" = "collective,bytes,count,type,op,root,inplace,lib,time_us,algbw,busbw,wrong,host_us" ] ||
         fail "CSV header"
