@@ -12,14 +12,8 @@
 #include "core/comm_drain.h"
 #include "core/comm_fail.h"
 #include "core/transport.h"
+#include "util/clock.h"
 #include "util/config.h"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The flushes of every peer of every communicator, progressed together. */
 typedef struct drain {
@@ -79,7 +73,7 @@ static mpccl_status_t post_all(drain_t *d, const unsigned char *want)
 static mpccl_status_t wait_all(drain_t *d, const char *fn)
 {
     int64_t timeout = mpccl_config_int("OP_TIMEOUT");
-    double start = timeout > 0 ? now_seconds() : 0;
+    double start = timeout > 0 ? mpccl_now_seconds() : 0;
     unsigned idle = 0;
     for (;;) {
         int pending = 0, events = 0;
@@ -108,7 +102,7 @@ static mpccl_status_t wait_all(drain_t *d, const char *fn)
             mpccl_comm_send_revoke(d->comms[c]);
             return mpccl_comm_fail_report(d->comms[c], fn);
         }
-        if (timeout > 0 && now_seconds() - start > (double)timeout) {
+        if (timeout > 0 && mpccl_now_seconds() - start > (double)timeout) {
             cancel_all(d);
             return mpccl_fail(MPCCL_ERR_REMOTE,
                               "%s: rank %d: its last messages did not leave within MPCCL_OP_TIMEOUT=%lld s "

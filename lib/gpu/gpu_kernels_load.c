@@ -21,6 +21,7 @@
 #include "kernels/flat.h"
 #include "kernels/onesided.h"
 #include "kernels/onesided_remote.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #define MAX_DEVICES 64
@@ -28,20 +29,13 @@
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char loaded[MAX_DEVICES];
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 mpccl_status_t mpccl_gpu_kernels_load(int cuda_dev)
 {
     if (cuda_dev < 0 || cuda_dev >= MAX_DEVICES) return MPCCL_OK; /* loaded at first launch, as before */
     pthread_mutex_lock(&load_lock);
     mpccl_status_t st = MPCCL_OK;
     if (!loaded[cuda_dev]) {
-        double t0 = now_ms();
+        double t0 = mpccl_now_seconds();
         st = mpccl_engine_load();
         if (st == MPCCL_OK) st = mpccl_flat_load();
         if (st == MPCCL_OK) st = mpccl_flat_p2p_load();
@@ -50,7 +44,7 @@ mpccl_status_t mpccl_gpu_kernels_load(int cuda_dev)
         if (st == MPCCL_OK) {
             loaded[cuda_dev] = 1;
             MPCCL_INFO(MPCCL_SUB_INIT, "device %d: mpccl's kernels loaded in %.1f ms", cuda_dev,
-                       now_ms() - t0);
+                       (mpccl_now_seconds() - t0) * 1e3);
         }
     }
     pthread_mutex_unlock(&load_lock);

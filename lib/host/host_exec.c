@@ -11,6 +11,7 @@
 #endif
 #include "core/tags.h"
 #include "host/host_exec.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 typedef struct mpccl_compute_ops {
@@ -273,22 +274,15 @@ mpccl_status_t mpccl_exec_progress(mpccl_exec_t *ex, int *done)
  * write rather than wait: a failed call must return. */
 #define DRAIN_MS 100
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
 static int drain(mpccl_exec_t *ex)
 {
     cancel_inflight(ex);
-    double deadline = now_ms() + DRAIN_MS;
+    double deadline = mpccl_now_seconds() + DRAIN_MS / 1e3;
     for (;;) {
         int left = 0;
         for (uint32_t k = 0; k < ex->ninflight; k++) left |= !ex->reqs[ex->inflight[k]].done;
         if (!left) return 1;
-        if (now_ms() > deadline) break;
+        if (mpccl_now_seconds() > deadline) break;
         if (ex->t->ops->progress(ex->t) == 0) ex->t->ops->idle(ex->t);
     }
     MPCCL_INFO(MPCCL_SUB_COLL, "a cancelled transfer did not end within %d ms (its peer failed or moved on): "

@@ -12,14 +12,8 @@
 #include "core/group.h"
 #include "host/host_exec.h"
 #include "onesided/onesided_win.h"
+#include "util/clock.h"
 #include "util/config.h"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static mpccl_status_t start_op(mpccl_call_t *op)
 {
@@ -67,7 +61,7 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
 {
     mpccl_status_t st = MPCCL_OK;
     int64_t timeout = mpccl_config_int("OP_TIMEOUT");
-    double start = timeout > 0 ? now_seconds() : 0;
+    double start = timeout > 0 ? mpccl_now_seconds() : 0;
     unsigned idle_passes = 0;
     for (;;) {
         int pending = 0, events = 0;
@@ -117,7 +111,7 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
             if (idle_on) idle_on->ops->idle(idle_on);
             else sched_yield();
         }
-        if (timeout > 0 && now_seconds() - start > (double)timeout) {
+        if (timeout > 0 && mpccl_now_seconds() - start > (double)timeout) {
             st = mpccl_fail(MPCCL_ERR_REMOTE,
                             "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
                             "participating (it called a different collective, or died)",

@@ -16,6 +16,7 @@
 
 #include "core/comm_drain.h"
 #include "core/comm_fail.h"
+#include "util/clock.h"
 #include "util/config.h"
 #include "core/group.h"
 #include "util/log.h"
@@ -116,13 +117,6 @@ void mpccl_host_win_free(ncclComm_t comm, struct mpccl_win *w)
     w->peer_addr = NULL;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Progresses comm's transport until every request of reqs is done, yielding
  * when idle (oversubscribed ranks); bounded by MPCCL_OP_TIMEOUT, after which
  * the requests are detached (their storage may then go). */
@@ -130,7 +124,7 @@ static mpccl_status_t wait_reqs(ncclComm_t comm, mpccl_req_t *reqs, int n)
 {
     mpccl_transport_t *t = comm->transport;
     int64_t timeout = mpccl_config_int("OP_TIMEOUT");
-    double start = timeout > 0 ? now_s() : 0;
+    double start = timeout > 0 ? mpccl_now_seconds() : 0;
     unsigned idle = 0;
     for (;;) {
         int pending = 0;
@@ -147,7 +141,7 @@ static mpccl_status_t wait_reqs(ncclComm_t comm, mpccl_req_t *reqs, int n)
             mpccl_comm_send_revoke(comm);
             return mpccl_comm_fail_report(comm, "ncclPutSignal");
         }
-        if (timeout > 0 && now_s() - start > (double)timeout) {
+        if (timeout > 0 && mpccl_now_seconds() - start > (double)timeout) {
             for (int i = 0; i < n; i++) t->ops->cancel(t, &reqs[i]);
             return mpccl_fail(MPCCL_ERR_REMOTE, "ncclPutSignal: rank %d: a put did not complete within "
                                                 "MPCCL_OP_TIMEOUT=%lld s", comm->rank, (long long)timeout);
@@ -241,7 +235,7 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
     mpccl_win_state_t *ws = comm->win;
     mpccl_transport_t *t = comm->transport;
     int64_t timeout = mpccl_config_int("OP_TIMEOUT");
-    double start = timeout > 0 ? now_s() : 0;
+    double start = timeout > 0 ? mpccl_now_seconds() : 0;
     unsigned idle = 0;
     for (int i = 0; i < ndesc; i++) {
         size_t k = mpccl_sig_index(comm->nranks, descs[i].ctx, descs[i].sigIdx, descs[i].peer);
@@ -256,7 +250,7 @@ mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWait
                 mpccl_comm_send_revoke(comm);
                 return mpccl_comm_fail_report(comm, "ncclWaitSignal");
             }
-            if (timeout > 0 && now_s() - start > (double)timeout)
+            if (timeout > 0 && mpccl_now_seconds() - start > (double)timeout)
                 return mpccl_fail(MPCCL_ERR_REMOTE,
                                   "ncclWaitSignal: %llu of %d signals from rank %d (sigIdx %d, ctx %d) arrived "
                                   "within MPCCL_OP_TIMEOUT=%lld s",
