@@ -247,7 +247,7 @@ static int run_case(const tcase_t *c, char *err, size_t len)
     char what[256], sim[4096];
     describe(c, what, sizeof(what));
     memset(rb, 0, sizeof(rb));
-    mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_AUTO}};
+    mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_AUTO}, 1};
     int p2p = c->coll == MPCCL_COLL_SEND;
     p.forced[c->coll] = c->algo;
     sim_world_t *w = sim_create(n, seed + (uint64_t)c->count * 31 + (uint64_t)n);
@@ -426,7 +426,7 @@ START_TEST(engine_consecutive_tasks)
     for (int r = 0; r < N; r++)
         for (int k = 0; k < K; k++) {
             mpccl_topo_t t = flat_topo(N, r, node_of, local, size);
-            mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_AUTO}};
+            mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_AUTO}, 1};
             p.forced[colls[k]] = algos[k];
             mpccl_coll_desc_t d = {colls[k], COUNT, ncclInt32, MPCCL_OP_SUM, 0, 0, 2, 0};
             ck_assert_int_eq(mpccl_plan(&t, &d, &p, &sched[r][k]), MPCCL_OK);
@@ -462,7 +462,7 @@ START_TEST(engine_error_stops_task)
         sim_world_t *w = sim_create(N, seed);
         for (int r = 0; r < N; r++) {
             mpccl_topo_t t = flat_topo(N, r, node_of, local, size);
-            mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_RING}};
+            mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_RING}, 1};
             mpccl_coll_desc_t d = {MPCCL_COLL_ALLREDUCE, COUNT, ncclFloat32, MPCCL_OP_SUM, 0, 0, 0, 0};
             ck_assert_int_eq(mpccl_plan(&t, &d, &p, &sched[r]), MPCCL_OK);
             for (int i = 0; i < COUNT; i++) in[r][i] = 1.0f;
@@ -481,7 +481,7 @@ START_TEST(engine_rejects_missing_buffers)
 {
     int node_of[3], local[3], size[1];
     mpccl_topo_t t = flat_topo(3, 0, node_of, local, size);
-    mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_AUTO}};
+    mpccl_plan_params_t p = {CHUNK_BYTES, {MPCCL_ALGO_AUTO}, 1};
     mpccl_coll_desc_t d = {MPCCL_COLL_REDUCE, 10, ncclFloat32, MPCCL_OP_SUM, 0, 0, 0, 0};
     mpccl_sched_t s;
     float in[10];

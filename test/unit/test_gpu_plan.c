@@ -317,7 +317,7 @@ START_TEST(real_plans_sound)
                     for (int x = 0; x < n; x++) node_of[x] = x / (n / nn), local[x] = x % (n / nn);
                     size[0] = size[1] = n / nn;
                     mpccl_topo_t topo = {r, n, nn, node_of, local, size};
-                    mpccl_plan_params_t p = {256, {MPCCL_ALGO_AUTO}};
+                    mpccl_plan_params_t p = {256, {MPCCL_ALGO_AUTO}, 0};
                     p.forced[combos[ci].coll] = combos[ci].algo;
                     int prescale = rnd() % 4 == 0;
                     mpccl_coll_desc_t d = {combos[ci].coll, counts[k], ncclFloat32, MPCCL_OP_SUM, prescale, 0,
@@ -365,7 +365,7 @@ START_TEST(image_layout)
 {
     int node_of[4] = {0, 0, 0, 0}, local[4] = {0, 1, 2, 3}, size[1] = {4};
     mpccl_topo_t topo = {1, 4, 1, node_of, local, size};
-    mpccl_plan_params_t p = {1024, {MPCCL_ALGO_AUTO}};
+    mpccl_plan_params_t p = {1024, {MPCCL_ALGO_AUTO}, 0};
     p.forced[MPCCL_COLL_ALLREDUCE] = MPCCL_ALGO_RING;
     mpccl_coll_desc_t d = {MPCCL_COLL_ALLREDUCE, 5000, ncclFloat32, MPCCL_OP_SUM, 0, 0, 0, 0};
     mpccl_sched_t s;

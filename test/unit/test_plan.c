@@ -130,7 +130,7 @@ static int windowed_run_completes(int n, mpccl_coll_t c)
     int nmsg[WIN_RANKS] = {0}, head[WIN_RANKS] = {0};
     static char done[WIN_RANKS][2 * WIN_RANKS];
     topo_buf_t tb;
-    mpccl_plan_params_t p = {1 << 20, {MPCCL_ALGO_AUTO}};
+    mpccl_plan_params_t p = {1 << 20, {MPCCL_ALGO_AUTO}, 0};
     p.forced[c] = MPCCL_ALGO_DIRECT;
     for (int r = 0; r < n; r++) {
         mpccl_sched_t s;
@@ -245,6 +245,7 @@ START_TEST(params_from_env)
     mpccl_plan_params_t p;
     ck_assert_int_eq(mpccl_plan_params_init(&p), MPCCL_OK);
     ck_assert_uint_eq(p.chunk_bytes, 1u << 20);
+    ck_assert_int_eq(p.split_shares, 1); /* host plans split mid-size shares */
     ck_assert_int_eq(p.forced[MPCCL_COLL_ALLREDUCE], MPCCL_ALGO_RING);
     ck_assert_int_eq(p.forced[MPCCL_COLL_BROADCAST], MPCCL_ALGO_TREE);
     ck_assert_int_eq(p.forced[MPCCL_COLL_ALLGATHER], MPCCL_ALGO_AUTO);
@@ -261,7 +262,7 @@ END_TEST
 START_TEST(forced_fallback)
 {
     topo_buf_t b;
-    mpccl_plan_params_t p = {4096, {MPCCL_ALGO_AUTO}};
+    mpccl_plan_params_t p = {4096, {MPCCL_ALGO_AUTO}, 0};
     mpccl_sched_t s;
     mpccl_coll_desc_t d = desc(MPCCL_COLL_ALLREDUCE, 1000);
     p.forced[MPCCL_COLL_ALLREDUCE] = MPCCL_ALGO_HIER;
@@ -288,7 +289,7 @@ END_TEST
 START_TEST(plan_arguments_and_trivial_cases)
 {
     topo_buf_t b;
-    mpccl_plan_params_t p = {4096, {MPCCL_ALGO_AUTO}};
+    mpccl_plan_params_t p = {4096, {MPCCL_ALGO_AUTO}, 0};
     mpccl_sched_t s;
     mpccl_coll_desc_t d = desc(MPCCL_COLL_BROADCAST, 10);
     d.root = 4;
