@@ -9,6 +9,7 @@
 #include "api/api_nvtx.h" /* NVTX ranges: one line atop each init and teardown function */
 #include "core/comm.h"
 #include "core/comm_init.h"
+#include "core/comm_hier.h"
 #include "core/group.h"
 #include "mpccl.h"
 
@@ -362,7 +363,10 @@ MPCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *as
         return ncclSuccess;
     }
     (void)mpccl_comm_async_result(comm); /* a failed one's message becomes ncclGetLastError's */
-    if (comm->state == MPCCL_COMM_READY || comm->state == MPCCL_COMM_FINALIZED) comm->exec->poll_error(comm);
+    if (comm->state == MPCCL_COMM_READY || comm->state == MPCCL_COMM_FINALIZED) {
+        comm->exec->poll_error(comm);
+        mpccl_comm_hier_poll_error(comm);
+    }
     *asyncError = comm->state == MPCCL_COMM_INITIALIZING ? ncclInProgress : comm->async_error;
     return ncclSuccess;
 }

@@ -8,6 +8,7 @@
 #include "core/comm.h"
 #include "core/tags.h"
 #include "core/comm_fail.h"
+#include "core/comm_hier.h"
 #include "core/group.h"
 #include "core/topo.h"
 #include "devapi/devapi_comm.h"
@@ -134,6 +135,7 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
         }
     }
     MPCCL_CHECK_GOTO(comm->exec->setup(comm), st, out);
+    MPCCL_CHECK_GOTO(mpccl_comm_hier_setup(comm), st, out);
     comm->state = MPCCL_COMM_READY;
     if (comm->cuda_dev >= 0)
         MPCCL_INFO(MPCCL_SUB_INIT, "comm %p id 0x%llx rank %d of %d ready (CUDA device %d, %d node(s))",
@@ -151,6 +153,7 @@ void mpccl_comm_release(ncclComm_t comm, int force)
 {
     if (!comm) return;
     mpccl_comm_fail_release(comm); /* first: no failure reported on comm from here */
+    mpccl_comm_hier_release(comm, force || comm->aborting); /* their launches ran on comm's behalf */
     mpccl_devcomm_release_all(comm);
     mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
     /* Before the transport: the GPU executor's proxy drives it. */
@@ -179,6 +182,7 @@ void mpccl_comm_finalize(ncclComm_t comm)
      * flush is the network: release windows (their UCX keys belong to the
      * transport's worker), then close the transport gracefully. */
     mpccl_win_release(comm);
+    mpccl_comm_hier_finalize(comm);
     /* The executor lets go of the transport (the GPU proxy thread drives it
      * for proxied peers, and would progress a closed one otherwise). */
     comm->exec->finalize(comm);
@@ -242,12 +246,14 @@ mpccl_status_t mpccl_comm_abort(ncclComm_t comm)
     /* A communicator its worker still builds, or whose init failed, has
      * launched nothing. */
     if (comm->state == MPCCL_COMM_READY || comm->state == MPCCL_COMM_FINALIZED) comm->exec->stop(comm);
+    mpccl_comm_hier_stop(comm);
     return mpccl_group_defer_init(abort_release, comm);
 }
 
 mpccl_status_t mpccl_comm_revoke(const char *fn, ncclComm_t comm)
 {
     MPCCL_CHECK(comm->exec->revoke(comm, fn));
+    mpccl_comm_hier_stop(comm);
     comm->revoked = 1;
     /* Every other live rank learns it: their calls on comm then fail with
      * ncclRemoteError (the revoke message of comm_fail.c). */

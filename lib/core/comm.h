@@ -62,6 +62,7 @@ struct ncclComm {
     int suspended;                 /* ncclCommSuspend until ncclCommResume */
     struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devapi_comm.c) */
     struct mpccl_fail_state *fail;  /* failure state, peers, revoke (comm_fail.c); NULL before setup */
+    struct mpccl_hier *hier;        /* node and rail children of a GPU communicator spanning nodes (comm_hier.h); NULL if none */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
     pthread_mutex_t redop_lock;

@@ -10,6 +10,7 @@
 
 #include "build_config.h"
 #include "core/comm_fail.h"
+#include "core/comm_hier.h"
 #include "core/peer_watch.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -267,6 +268,7 @@ mpccl_status_t mpccl_comm_fail(ncclComm_t comm, ncclResult_t err, const char *fm
     }
     mpccl_fail(st, "comm 0x%llx rank %d failed: %s", (unsigned long long)comm->id, comm->rank, msg);
     comm->exec->stop(comm); /* GPU communicators: their kernels leave their waits */
+    mpccl_comm_hier_stop(comm);
     /* Host wait loops check mpccl_comm_failed on every pass: they sleep at
      * most MPCCL_UCX_IDLE_US on the transport and see it then. */
     return st;

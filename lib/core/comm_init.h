@@ -46,6 +46,11 @@ mpccl_status_t mpccl_comm_init_all(const char *fn, ncclComm_t *comms, int ndev, 
 /* mpcclCommInitOob: over the caller's allgather. */
 mpccl_status_t mpccl_comm_init_oob(const char *fn, ncclComm_t *slot, const ncclConfig_t *config, int rank, int nranks,
                                    const mpcclOobOps_t *ops, void *ctx);
+/* The bootstrap of the child of color that this rank joins (comm_split.c):
+ * collective over parent; ranks ordered by key, then parent rank.  With
+ * NCCL_SPLIT_NOCOLOR only the collective part runs (*count 0, out untouched). */
+mpccl_status_t mpccl_split_bootstrap(mpccl_bootstrap_t *parent, int color, int key, int *newrank, int *count,
+                                     mpccl_bootstrap_t *out);
 /* ncclCommSplit (comm_split.c). */
 mpccl_status_t mpccl_comm_split(const char *fn, ncclComm_t parent, int color, int key, const ncclConfig_t *config,
                                 ncclComm_t *slot);

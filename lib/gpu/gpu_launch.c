@@ -13,6 +13,7 @@
 #include "gpu/gpu_abort.h"
 #include "gpu/gpu_comm.h"
 #include "gpu/gpu_flat.h"
+#include "gpu/gpu_hier.h"
 #include "gpu/gpu_kernels_load.h"
 #include "gpu/gpu_launch.h"
 #include "algo/algo.h"
@@ -44,6 +45,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     if (comm->topo.nnodes > 1) MPCCL_CHECK_GOTO(mpccl_gpu_attach_proxy(comm, s), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
+    MPCCL_CHECK_GOTO(mpccl_gpu_hier_create(comm, &s->hier), st, out);
     MPCCL_CHECK_GOTO(mpccl_lsa_setup(comm, s->g->links_host), st, out);
     /* Peers push their registered buffers to this process (gpu_ipc_push.c); the
      * barrier below makes sure every rank serves before anyone registers. */
@@ -145,12 +147,14 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
         MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx aborted: its kernels %s; its device memory is left allocated",
                    (unsigned long long)comm->id, drained ? "exited" : "may still be running");
         mpccl_flat_destroy(s->flat, 1);
+        mpccl_gpu_hier_destroy(s->hier, 1);
         if (saved >= 0) mpccl_cuda_restore_device(saved);
         comm->gpu = NULL;
         return;
     }
     free_plans(s);
     mpccl_flat_destroy(s->flat, 0);
+    mpccl_gpu_hier_destroy(s->hier, 0);
     while (s->scratch) {
         scratch_block_t *older = s->scratch->older;
         cudaFree(s->scratch->ptr);
@@ -287,13 +291,13 @@ static size_t align256(size_t x)
     return (x + 255) & ~(size_t)255;
 }
 
-static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out)
+mpccl_status_t mpccl_gpu_scratch_get(scratch_block_t **head, size_t bytes, void **out)
 {
-    if (s->scratch && s->scratch->bytes >= bytes) {
-        *out = s->scratch->ptr;
+    if (*head && (*head)->bytes >= bytes) {
+        *out = (*head)->ptr;
         return MPCCL_OK;
     }
-    size_t want = s->scratch ? s->scratch->bytes * 2 : (1u << 20);
+    size_t want = *head ? (*head)->bytes * 2 : (1u << 20);
     while (want < bytes) want *= 2;
     scratch_block_t *blk = calloc(1, sizeof(*blk));
     if (!blk) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory");
@@ -309,10 +313,15 @@ static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out
         return mpccl_cuda_error(e, "cudaMalloc(scratch)");
     }
     blk->bytes = want;
-    blk->older = s->scratch;
-    s->scratch = blk;
+    blk->older = *head;
+    *head = blk;
     *out = blk->ptr;
     return MPCCL_OK;
+}
+
+static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out)
+{
+    return mpccl_gpu_scratch_get(&s->scratch, bytes, out);
 }
 
 static mpccl_status_t before_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int *capturing);
@@ -548,6 +557,7 @@ uint64_t mpccl_gpu_mem_bytes(ncclComm_t comm)
     if (!s) return 0;
     uint64_t total = (s->g ? s->g->mailbox_bytes : 0) + mpccl_flat_region_size(s->flat);
     for (scratch_block_t *b = s->scratch; b; b = b->older) total += b->bytes;
+    total += mpccl_gpu_hier_mem_bytes(s->hier);
     for (int i = 0; i < PLAN_BUCKETS; i++)
         for (plan_entry_t *e = s->plans[i]; e; e = e->next) total += e->gp.bytes;
     return total;
@@ -630,6 +640,7 @@ mpccl_status_t mpccl_gpu_prepare(mpccl_call_t *call)
     mpccl_gpu_state_t *s = comm->gpu;
     const mpccl_coll_desc_t *d = &call->desc;
     if (comm->nranks == 1 && !d->prescale) return MPCCL_OK; /* single_rank_copy: nothing to prepare */
+    if (mpccl_gpu_hier_takes(comm, s->hier, d)) return MPCCL_OK; /* its children prepare at launch */
     int saved = -1;
     mpccl_status_t st = MPCCL_OK;
     void *scratch = NULL;
@@ -668,6 +679,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     mpccl_status_t st;
     if ((st = check_stopped(comm)) != MPCCL_OK) return st;
     if (s->proxy && (st = mpccl_proxy_error(s->proxy)) != MPCCL_OK) return st;
+    if (mpccl_gpu_hier_takes(comm, s->hier, &call->desc)) return mpccl_gpu_hier_launch(comm, s->hier, call);
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     if (single_rank_copy(comm, call, stream, &st)) goto out;
     if (mpccl_flat_takes(s->flat, &call->desc)) {

@@ -48,6 +48,7 @@ typedef struct mpccl_gpu_state {
     mpccl_proxy_work_t work;      /* launches that need the proxy post themselves through it */
     mpccl_os_remote_t *os_remote; /* one-sided operations with other nodes, carried by proxy */
     mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
+    struct mpccl_gpu_hier *hier; /* spanning equal nodes: hierarchical collectives (gpu_hier.c); NULL if none */
     int check_pointers;      /* MPCCL_CHECK_POINTERS: ask the driver about every buffer */
     plan_entry_t *plans[PLAN_BUCKETS];
     unsigned nplans;
@@ -60,6 +61,10 @@ typedef struct mpccl_gpu_state {
     cudaStream_t last_stream;
     int have_last;
 } mpccl_gpu_state_t;
+
+/* Scratch from a list that only grows (head: the newest, largest block):
+ * a block of at least bytes. */
+mpccl_status_t mpccl_gpu_scratch_get(scratch_block_t **head, size_t bytes, void **out);
 
 /* Attaches comm to the proxy thread (gpu_proxy_attach.c); the caller has the
  * device current. */

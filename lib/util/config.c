@@ -65,6 +65,14 @@ static mpccl_setting_t settings[] = {
     {"GPU_CTA_MIN_BYTES", NULL, "32K",
      "the engine gives each CTA at least this many bytes of a step (0: spread every step over all CTAs); the "
      "minimum over ranks is used", NULL, NULL},
+    {"HIER", NULL, "1",
+     "GPU communicators spanning nodes with the same number (>= 2) of ranks on each: 1 runs allreduce, allgather, "
+     "reduce_scatter, broadcast and reduce from MPCCL_HIER_MIN_BYTES as phases inside the node (flat kernels) around a "
+     "phase between nodes (one rank per node), pipelined by chunks; 0: every step on the engine", NULL, NULL},
+    {"HIER_MIN_BYTES", NULL, "0", "hierarchical collectives: smaller calls (bytes of the largest buffer) use the engine",
+     NULL, NULL},
+    {"HIER_CHUNK_BYTES", NULL, "4M",
+     "hierarchical collectives: bytes each rank moves between nodes per pipeline chunk", NULL, NULL},
     {"FLAT", NULL, "1", "GPU collectives of one node with P2P between all GPUs use the flat kernels (0: the engine)",
      NULL, NULL},
     {"FLAT_SLICE_BYTES", NULL, "0",

@@ -1,0 +1,135 @@
+/* The node and rail children of a GPU communicator spanning nodes (comm_hier.h). */
+#include <stdlib.h>
+
+#include "core/comm_fail.h"
+#include "core/comm_hier.h"
+#include "core/comm_init.h"
+#include "algo/algo.h"
+#include "util/config.h"
+#include "util/log.h"
+
+int mpccl_comm_hier_wanted(ncclComm_t comm)
+{
+    const mpccl_topo_t *t = &comm->topo;
+    if (comm->cuda_dev < 0 || t->nnodes < 2 || !mpccl_hier_possible(t) || t->node_size[0] < 2) return 0;
+    return mpccl_config_int("HIER") != 0;
+}
+
+/* One child over comm's bootstrap: color and key as ncclCommSplit; a
+ * blocking communicator on comm's device, whatever comm's config says (it is
+ * made inside comm's own setup). */
+static mpccl_status_t make_child(ncclComm_t comm, int color, int key, const char *what, ncclComm_t *out)
+{
+    mpccl_bootstrap_t bs = {0};
+    int newrank, count;
+    *out = NULL;
+    MPCCL_CHECK(mpccl_split_bootstrap(&comm->bs, color, key, &newrank, &count, &bs));
+    ncclComm_t child = mpccl_comm_alloc();
+    if (!child) {
+        mpccl_bootstrap_close(&bs);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "comm 0x%llx: out of memory for its %s communicator",
+                          (unsigned long long)comm->id, what);
+    }
+    ncclConfig_t config = comm->config;
+    config.blocking = 1;
+    child->config = config;
+    mpccl_status_t st = mpccl_comm_setup(child, &bs, &config, comm->cuda_dev);
+    mpccl_log_set_rank(comm->rank);
+    if (st != MPCCL_OK) {
+        mpccl_comm_release(child, 1);
+        return mpccl_fail(st, "comm 0x%llx rank %d: setting up its %s communicator (%d ranks) failed: %s",
+                          (unsigned long long)comm->id, comm->rank, what, count, mpccl_last_error());
+    }
+    *out = child;
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_comm_hier_setup(ncclComm_t comm)
+{
+    if (!mpccl_comm_hier_wanted(comm)) return MPCCL_OK;
+    const mpccl_topo_t *t = &comm->topo;
+    mpccl_hier_t *h = calloc(1, sizeof(*h));
+    if (!h) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the children of comm 0x%llx",
+                              (unsigned long long)comm->id);
+    h->nnodes = t->nnodes;
+    h->node_size = t->node_size[0];
+    h->rank_of = malloc((size_t)comm->nranks * sizeof(int));
+    if (!h->rank_of) {
+        free(h);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the children of comm 0x%llx",
+                          (unsigned long long)comm->id);
+    }
+    for (int r = 0; r < comm->nranks; r++) h->rank_of[t->node_of[r] * h->node_size + t->local_rank[r]] = r;
+    comm->hier = h;
+    int me = comm->rank;
+    mpccl_status_t st = make_child(comm, t->node_of[me], t->local_rank[me], "node", &h->node);
+    if (st == MPCCL_OK) st = make_child(comm, t->local_rank[me], t->node_of[me], "rail", &h->rail);
+    if (st != MPCCL_OK) return st; /* the parent's release frees what was made */
+    MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d: hierarchical, %d nodes x %d ranks: node comm 0x%llx (rank %d), "
+               "rail comm 0x%llx (rank %d)", (unsigned long long)comm->id, me, h->nnodes, h->node_size,
+               (unsigned long long)h->node->id, h->node->rank, (unsigned long long)h->rail->id, h->rail->rank);
+    return MPCCL_OK;
+}
+
+static ncclComm_t child_at(mpccl_hier_t *h, int i)
+{
+    return i == 0 ? h->node : h->rail;
+}
+
+void mpccl_comm_hier_stop(ncclComm_t comm)
+{
+    mpccl_hier_t *h = comm->hier;
+    if (!h) return;
+    for (int i = 0; i < 2; i++) {
+        ncclComm_t c = child_at(h, i);
+        if (!c || c->state != MPCCL_COMM_READY) continue;
+        __atomic_store_n(&c->aborting, 1, __ATOMIC_RELEASE);
+        c->exec->stop(c);
+    }
+}
+
+void mpccl_comm_hier_finalize(ncclComm_t comm)
+{
+    mpccl_hier_t *h = comm->hier;
+    if (!h) return;
+    for (int i = 0; i < 2; i++) {
+        ncclComm_t c = child_at(h, i);
+        if (c && c->state == MPCCL_COMM_READY) mpccl_comm_finalize(c);
+    }
+}
+
+void mpccl_comm_hier_release(ncclComm_t comm, int force)
+{
+    mpccl_hier_t *h = comm->hier;
+    if (!h) return;
+    comm->hier = NULL;
+    for (int i = 0; i < 2; i++) {
+        ncclComm_t c = child_at(h, i);
+        if (!c) continue;
+        /* A child that failed, or whose parent is aborted, goes as an abort:
+         * its kernels are told to stop and drained, boundedly. */
+        int abort = force || c->state == MPCCL_COMM_FAILED || c->async_error != ncclSuccess;
+        if (abort) {
+            __atomic_store_n(&c->aborting, 1, __ATOMIC_RELEASE);
+            if (c->state == MPCCL_COMM_READY || c->state == MPCCL_COMM_FINALIZED) c->exec->abort(c);
+        }
+        mpccl_comm_release(c, abort);
+    }
+    free(h->rank_of);
+    free(h);
+}
+
+void mpccl_comm_hier_poll_error(ncclComm_t comm)
+{
+    mpccl_hier_t *h = comm->hier;
+    if (!h) return;
+    for (int i = 0; i < 2; i++) {
+        ncclComm_t c = child_at(h, i);
+        if (!c || (c->state != MPCCL_COMM_READY && c->state != MPCCL_COMM_FINALIZED)) continue;
+        c->exec->poll_error(c);
+        ncclResult_t e = __atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE);
+        if (e != ncclSuccess && e != ncclInProgress && comm->async_error == ncclSuccess)
+            mpccl_comm_fail(comm, e, "its %s communicator 0x%llx failed", i == 0 ? "node" : "rail",
+                            (unsigned long long)c->id);
+    }
+}
