@@ -8,11 +8,36 @@
 #include "util/config.h"
 #include "util/log.h"
 
-int mpccl_comm_hier_wanted(ncclComm_t comm)
+int mpccl_comm_hier_possible(ncclComm_t comm)
 {
     const mpccl_topo_t *t = &comm->topo;
-    if (comm->cuda_dev < 0 || t->nnodes < 2 || !mpccl_hier_possible(t) || t->node_size[0] < 2) return 0;
-    return mpccl_config_int("HIER") != 0;
+    return comm->cuda_dev >= 0 && t->nnodes >= 2 && mpccl_hier_possible(t) && t->node_size[0] >= 2;
+}
+
+/* What each rank's environment says, agreed over the bootstrap. */
+typedef struct hier_wish {
+    int64_t on, min_bytes, chunk_bytes;
+} hier_wish_t;
+
+static mpccl_status_t agree(ncclComm_t comm, hier_wish_t *out)
+{
+    hier_wish_t *all = calloc((size_t)comm->nranks, sizeof(*all));
+    if (!all) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d ranks' settings", comm->nranks);
+    hier_wish_t *me = &all[comm->rank];
+    me->on = mpccl_config_int("HIER") != 0;
+    me->min_bytes = mpccl_config_int("HIER_MIN_BYTES");
+    me->chunk_bytes = mpccl_config_int("HIER_CHUNK_BYTES");
+    if (me->min_bytes < 0) me->min_bytes = 0;
+    if (me->chunk_bytes <= 0) me->chunk_bytes = 4 << 20;
+    mpccl_status_t st = mpccl_bootstrap_allgather(&comm->bs, all, sizeof(*all));
+    *out = *me;
+    for (int r = 0; st == MPCCL_OK && r < comm->nranks; r++) {
+        out->on &= all[r].on;
+        if (all[r].min_bytes > out->min_bytes) out->min_bytes = all[r].min_bytes;
+        if (all[r].chunk_bytes < out->chunk_bytes) out->chunk_bytes = all[r].chunk_bytes;
+    }
+    free(all);
+    return st;
 }
 
 /* One child over comm's bootstrap: color and key as ncclCommSplit; a
@@ -46,11 +71,20 @@ static mpccl_status_t make_child(ncclComm_t comm, int color, int key, const char
 
 mpccl_status_t mpccl_comm_hier_setup(ncclComm_t comm)
 {
-    if (!mpccl_comm_hier_wanted(comm)) return MPCCL_OK;
+    hier_wish_t w = {0, 0, 0};
+    if (!mpccl_comm_hier_possible(comm)) return MPCCL_OK;
+    MPCCL_CHECK(agree(comm, &w));
+    if (!w.on) {
+        MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx: not hierarchical (MPCCL_HIER=0 on some rank): every step on the engine",
+                   (unsigned long long)comm->id);
+        return MPCCL_OK;
+    }
     const mpccl_topo_t *t = &comm->topo;
     mpccl_hier_t *h = calloc(1, sizeof(*h));
     if (!h) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the children of comm 0x%llx",
                               (unsigned long long)comm->id);
+    h->min_bytes = (uint64_t)w.min_bytes;
+    h->chunk_bytes = (uint64_t)w.chunk_bytes;
     h->nnodes = t->nnodes;
     h->node_size = t->node_size[0];
     h->rank_of = malloc((size_t)comm->nranks * sizeof(int));
@@ -66,8 +100,10 @@ mpccl_status_t mpccl_comm_hier_setup(ncclComm_t comm)
     if (st == MPCCL_OK) st = make_child(comm, t->local_rank[me], t->node_of[me], "rail", &h->rail);
     if (st != MPCCL_OK) return st; /* the parent's release frees what was made */
     MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d: hierarchical, %d nodes x %d ranks: node comm 0x%llx (rank %d), "
-               "rail comm 0x%llx (rank %d)", (unsigned long long)comm->id, me, h->nnodes, h->node_size,
-               (unsigned long long)h->node->id, h->node->rank, (unsigned long long)h->rail->id, h->rail->rank);
+               "rail comm 0x%llx (rank %d); from %llu bytes, chunks of %llu bytes", (unsigned long long)comm->id, me,
+               h->nnodes, h->node_size, (unsigned long long)h->node->id, h->node->rank,
+               (unsigned long long)h->rail->id, h->rail->rank, (unsigned long long)h->min_bytes,
+               (unsigned long long)h->chunk_bytes);
     return MPCCL_OK;
 }
 

@@ -16,13 +16,19 @@ typedef struct mpccl_hier {
     ncclComm_t rail;  /* one rank per node, same local rank; its rank there is the node index */
     int nnodes, node_size;
     int *rank_of;     /* [node * node_size + local]: the parent rank */
+    /* Settings every rank agreed on at setup (a rank with other values would
+     * run other phases and wait forever): the largest MPCCL_HIER_MIN_BYTES,
+     * the smallest MPCCL_HIER_CHUNK_BYTES. */
+    uint64_t min_bytes, chunk_bytes;
 } mpccl_hier_t;
 
-/* Whether comm gets children (pure on the topology, the device and
- * MPCCL_HIER): the same answer on every rank. */
-int mpccl_comm_hier_wanted(ncclComm_t comm);
-/* Collective over comm, after its executor's setup: makes the children when
- * wanted (comm->hier stays NULL otherwise). */
+/* Whether comm's topology allows children: a GPU communicator over two or
+ * more nodes with the same number (>= 2) of ranks on each (pure: the same
+ * answer on every rank). */
+int mpccl_comm_hier_possible(ncclComm_t comm);
+/* Collective over comm, after its executor's setup: makes the children where
+ * possible and every rank's MPCCL_HIER allows it (comm->hier stays NULL
+ * otherwise). */
 mpccl_status_t mpccl_comm_hier_setup(ncclComm_t comm);
 /* A failure or an abort of comm: the children's in-flight work stops too. */
 void mpccl_comm_hier_stop(ncclComm_t comm);

@@ -31,7 +31,6 @@
 #include "gpu/gpu_hier_geometry.h"
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_state.h"
-#include "util/config.h"
 #include "util/log.h"
 
 #define HIER_RING 4 /* events per kind in flight: chunk c waits for c - 1 and c - 2 */
@@ -41,7 +40,6 @@ struct mpccl_gpu_hier {
     cudaEvent_t fork, pre_done, node_join, rail_join;
     cudaEvent_t rail_done[HIER_RING], post_done[HIER_RING];
     scratch_block_t *scratch; /* used only on the private streams, which serialize hierarchical calls */
-    uint64_t min_bytes, chunk_bytes;
 };
 
 /* One call as its phases see it. */
@@ -60,14 +58,11 @@ typedef struct hier_call {
 mpccl_status_t mpccl_gpu_hier_create(ncclComm_t comm, mpccl_gpu_hier_t **out)
 {
     *out = NULL;
-    if (!mpccl_comm_hier_wanted(comm)) return MPCCL_OK;
+    if (!mpccl_comm_hier_possible(comm)) return MPCCL_OK;
     mpccl_gpu_hier_t *gh = calloc(1, sizeof(*gh));
     if (!gh) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the hierarchical state of comm 0x%llx",
                                (unsigned long long)comm->id);
     *out = gh;
-    int64_t min = mpccl_config_int("HIER_MIN_BYTES"), chunk = mpccl_config_int("HIER_CHUNK_BYTES");
-    gh->min_bytes = min > 0 ? (uint64_t)min : 0;
-    gh->chunk_bytes = chunk > 0 ? (uint64_t)chunk : 4u << 20;
     MPCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&gh->node_stream, cudaStreamNonBlocking));
     MPCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&gh->rail_stream, cudaStreamNonBlocking));
     cudaEvent_t *ev[] = {&gh->fork, &gh->pre_done, &gh->node_join, &gh->rail_join};
@@ -122,7 +117,7 @@ int mpccl_gpu_hier_takes(ncclComm_t comm, const mpccl_gpu_hier_t *gh, const mpcc
     case MPCCL_COLL_REDUCESCATTER: bytes *= (uint64_t)comm->nranks; break;
     default: return 0;
     }
-    return bytes >= gh->min_bytes;
+    return bytes >= comm->hier->min_bytes;
 }
 
 /* One call of a child on one of the private streams.  scale: the parent's
@@ -294,12 +289,12 @@ static mpccl_status_t call_setup(hier_call_t *x)
     mpccl_gpu_hier_t *gh = x->gh;
     size_t tmp = 0, reord = 0;
     if (d->coll == MPCCL_COLL_ALLGATHER || d->coll == MPCCL_COLL_REDUCESCATTER) {
-        x->chunk = mpccl_hier_piece_elems(d->count, x->esize, x->N, gh->chunk_bytes);
+        x->chunk = mpccl_hier_piece_elems(d->count, x->esize, x->N, x->h->chunk_bytes);
         x->nchunks = mpccl_hier_nchunks(d->count, x->chunk);
         tmp = (size_t)(x->N * x->chunk * x->esize);
         reord = tmp * (size_t)x->G;
     } else {
-        x->chunk = mpccl_hier_chunk_elems(x->esize, x->G, gh->chunk_bytes);
+        x->chunk = mpccl_hier_chunk_elems(x->esize, x->G, x->h->chunk_bytes);
         x->nchunks = mpccl_hier_nchunks(d->count, x->chunk);
         if (d->coll == MPCCL_COLL_REDUCE) tmp = (size_t)((x->chunk < d->count ? x->chunk : d->count) * x->esize);
     }

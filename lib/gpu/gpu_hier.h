@@ -11,7 +11,7 @@
 typedef struct mpccl_gpu_hier mpccl_gpu_hier_t;
 
 /* Streams and events for comm's hierarchical calls (comm's device current);
- * *out stays NULL when comm gets no children (mpccl_comm_hier_wanted). */
+ * *out stays NULL where comm can have no children (mpccl_comm_hier_possible). */
 mpccl_status_t mpccl_gpu_hier_create(ncclComm_t comm, mpccl_gpu_hier_t **out);
 /* leak: an abort (kernels may still use the scratch). */
 void mpccl_gpu_hier_destroy(mpccl_gpu_hier_t *gh, int leak);

@@ -12,7 +12,7 @@
  * below ABORT_TEST_BOUND_MS (default 2000; the goal is 100).
  *
  * Usage: test_abort KIND SCENARIO
- *   KIND: ll oneshot twoshot engine p2p p2pll p2pengine window reg onesided
+ *   KIND: ll oneshot twoshot engine p2p p2pll p2pengine window reg onesided hier
  *   SCENARIO: killbefore killmid hang revoke shrink graph group timeout
  *   (group: two communicators on one stream, both aborted in one group)
  * Exits 0 (pass), 1 (fail), 77 (no GPU, or a combination that does not
@@ -53,6 +53,9 @@ static const kind_t kinds[] = {
     {"window", {"MPCCL_FLAT_WIN_BYTES=0", NULL}},
     {"reg", {"MPCCL_FLAT_WIN_BYTES=0", NULL}},
     {"onesided", {NULL}},
+    /* 4 ranks as 2 simulated nodes x 2: hierarchical collectives (node and
+     * rail communicators under the one the test aborts) */
+    {"hier", {"MPCCL_HIER_CHUNK_BYTES=256K", NULL}},
 };
 
 static const kind_t *kind;
@@ -346,6 +349,7 @@ static int rank_main(int id_fd_r, int *id_fd_w, int death_fd)
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return 77;
     CUDACHK(cudaSetDevice(rank_ % ndev));
+    if (strcmp(kind->name, "hier") == 0) setenv("NCCL_HOSTID", rank_ < nranks / 2 ? "hier-node-a" : "hier-node-b", 1);
     ncclUniqueId id;
     if (rank_ == 0) {
         NCCLCHK(ncclGetUniqueId(&id));
@@ -402,7 +406,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; kind->env[i]; i++) putenv((char *)kind->env[i]);
     if (strcmp(scenario, "timeout") == 0) setenv("MPCCL_OP_TIMEOUT", "2", 1);
-    nranks = strcmp(scenario, "shrink") == 0 ? 3 : 2;
+    nranks = strcmp(kind->name, "hier") == 0 ? 4 : strcmp(scenario, "shrink") == 0 ? 3 : 2;
     victim = nranks - 1;
     int idp[8][2], death[2];
     for (int r = 0; r < nranks; r++)
