@@ -63,6 +63,7 @@ struct ncclComm {
     struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devapi_comm.c) */
     struct mpccl_fail_state *fail;  /* failure state, peers, revoke (comm_fail.c); NULL before setup */
     struct mpccl_hier *hier;        /* node and rail children of a GPU communicator spanning nodes (comm_hier.h); NULL if none */
+    const int *parent_ranks;        /* such a child: each of its ranks' rank in the parent (messages name those); else NULL */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
     pthread_mutex_t redop_lock;

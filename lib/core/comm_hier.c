@@ -1,4 +1,5 @@
 /* The node and rail children of a GPU communicator spanning nodes (comm_hier.h). */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/comm_fail.h"
@@ -61,9 +62,11 @@ static mpccl_status_t make_child(ncclComm_t comm, int color, int key, const char
     mpccl_status_t st = mpccl_comm_setup(child, &bs, &config, comm->cuda_dev);
     mpccl_log_set_rank(comm->rank);
     if (st != MPCCL_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", mpccl_last_error()); /* mpccl_fail rewrites the buffer it points to */
         mpccl_comm_release(child, 1);
         return mpccl_fail(st, "comm 0x%llx rank %d: setting up its %s communicator (%d ranks) failed: %s",
-                          (unsigned long long)comm->id, comm->rank, what, count, mpccl_last_error());
+                          (unsigned long long)comm->id, comm->rank, what, count, why);
     }
     *out = child;
     return MPCCL_OK;
@@ -88,7 +91,12 @@ mpccl_status_t mpccl_comm_hier_setup(ncclComm_t comm)
     h->nnodes = t->nnodes;
     h->node_size = t->node_size[0];
     h->rank_of = malloc((size_t)comm->nranks * sizeof(int));
-    if (!h->rank_of) {
+    h->node_ranks = malloc((size_t)h->node_size * sizeof(int));
+    h->rail_ranks = malloc((size_t)h->nnodes * sizeof(int));
+    if (!h->rank_of || !h->node_ranks || !h->rail_ranks) {
+        free(h->rank_of);
+        free(h->node_ranks);
+        free(h->rail_ranks);
         free(h);
         return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the children of comm 0x%llx",
                           (unsigned long long)comm->id);
@@ -96,9 +104,13 @@ mpccl_status_t mpccl_comm_hier_setup(ncclComm_t comm)
     for (int r = 0; r < comm->nranks; r++) h->rank_of[t->node_of[r] * h->node_size + t->local_rank[r]] = r;
     comm->hier = h;
     int me = comm->rank;
+    for (int l = 0; l < h->node_size; l++) h->node_ranks[l] = h->rank_of[t->node_of[me] * h->node_size + l];
+    for (int n = 0; n < h->nnodes; n++) h->rail_ranks[n] = h->rank_of[n * h->node_size + t->local_rank[me]];
     mpccl_status_t st = make_child(comm, t->node_of[me], t->local_rank[me], "node", &h->node);
     if (st == MPCCL_OK) st = make_child(comm, t->local_rank[me], t->node_of[me], "rail", &h->rail);
     if (st != MPCCL_OK) return st; /* the parent's release frees what was made */
+    h->node->parent_ranks = h->node_ranks;
+    h->rail->parent_ranks = h->rail_ranks;
     MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d: hierarchical, %d nodes x %d ranks: node comm 0x%llx (rank %d), "
                "rail comm 0x%llx (rank %d); from %llu bytes, chunks of %llu bytes", (unsigned long long)comm->id, me,
                h->nnodes, h->node_size, (unsigned long long)h->node->id, h->node->rank,
@@ -152,6 +164,8 @@ void mpccl_comm_hier_release(ncclComm_t comm, int force)
         mpccl_comm_release(c, abort);
     }
     free(h->rank_of);
+    free(h->node_ranks);
+    free(h->rail_ranks);
     free(h);
 }
 
@@ -162,10 +176,14 @@ void mpccl_comm_hier_poll_error(ncclComm_t comm)
     for (int i = 0; i < 2; i++) {
         ncclComm_t c = child_at(h, i);
         if (!c || (c->state != MPCCL_COMM_READY && c->state != MPCCL_COMM_FINALIZED)) continue;
-        c->exec->poll_error(c);
+        c->exec->poll_error(c); /* a timed-out kernel: its message becomes the last error */
         ncclResult_t e = __atomic_load_n(&c->async_error, __ATOMIC_ACQUIRE);
-        if (e != ncclSuccess && e != ncclInProgress && comm->async_error == ncclSuccess)
-            mpccl_comm_fail(comm, e, "its %s communicator 0x%llx failed", i == 0 ? "node" : "rail",
-                            (unsigned long long)c->id);
+        if (e == ncclSuccess || e == ncclInProgress || comm->async_error != ncclSuccess) continue;
+        /* A child failed by a peer's death keeps its message: make it the last error too. */
+        if (mpccl_comm_failed(c)) (void)mpccl_comm_fail_report(c, "the hierarchical phase");
+        char why[512];
+        snprintf(why, sizeof(why), "%s", mpccl_last_error());
+        mpccl_comm_fail(comm, e, "its %s communicator 0x%llx failed: %s", i == 0 ? "node" : "rail",
+                        (unsigned long long)c->id, why);
     }
 }

@@ -16,6 +16,7 @@ typedef struct mpccl_hier {
     ncclComm_t rail;  /* one rank per node, same local rank; its rank there is the node index */
     int nnodes, node_size;
     int *rank_of;     /* [node * node_size + local]: the parent rank */
+    int *node_ranks, *rail_ranks; /* the children's parent_ranks */
     /* Settings every rank agreed on at setup (a rank with other values would
      * run other phases and wait forever): the largest MPCCL_HIER_MIN_BYTES,
      * the smallest MPCCL_HIER_CHUNK_BYTES. */

@@ -39,7 +39,7 @@ int mpccl_gpu_comm_drain(struct ncclComm *comm, int max_ms)
 mpccl_status_t mpccl_gpu_comm_check_hang(struct ncclComm *comm)
 {
     if (!comm || comm->cuda_dev < 0) return MPCCL_OK;
-    mpccl_status_t st = mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl(comm), comm->rank);
+    mpccl_status_t st = mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl(comm), comm->rank, comm->parent_ranks);
     if (st != MPCCL_OK && comm->async_error == ncclSuccess) comm->async_error = ncclRemoteError;
     return st;
 }

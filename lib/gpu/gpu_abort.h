@@ -37,8 +37,10 @@ void mpccl_gpu_abort_raise(mpccl_gpu_abort_ctl_t *c);
 int mpccl_gpu_abort_raised(const mpccl_gpu_abort_ctl_t *c);
 /* MPCCL_OK, or MPCCL_ERR_REMOTE naming the operation, its launch number,
  * count, datatype and the peer a kernel timed out waiting for (rank: this
- * rank, for the message). */
-mpccl_status_t mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl_t *c, int rank);
+ * rank, for the message; rank_names: NULL, or the rank each of the
+ * communicator's ranks has in the one the user sees, for a hierarchical
+ * collective's node or rail communicator). */
+mpccl_status_t mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl_t *c, int rank, const int *rank_names);
 
 /* The communicator-level entry points (gpu_abort.c). */
 

@@ -80,12 +80,14 @@ static const char *op_name(int op, int sub)
     }
 }
 
-mpccl_status_t mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl_t *c, int rank)
+mpccl_status_t mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl_t *c, int rank, const int *rank_names)
 {
     if (!c || __atomic_load_n((const uint32_t *)&c->host->hung, __ATOMIC_ACQUIRE) != 2u) return MPCCL_OK;
     const mpccl_gpu_abort_t *h = c->host;
-    char peer[32] = "an unknown peer";
-    if (h->peer >= 0) snprintf(peer, sizeof(peer), "rank %d", h->peer);
+    char peer[64] = "an unknown peer";
+    if (h->peer >= 0 && rank_names) snprintf(peer, sizeof(peer), "rank %d (%d among the phase's ranks)", rank_names[h->peer], h->peer);
+    else if (h->peer >= 0) snprintf(peer, sizeof(peer), "rank %d", h->peer);
+    if (rank_names) rank = rank_names[rank];
     char dt[48] = "no datatype";
     if (h->dtype >= 0) snprintf(dt, sizeof(dt), "datatype %s", mpccl_dtype_name((ncclDataType_t)h->dtype));
     char last[96] = "";
