@@ -33,6 +33,7 @@
 /* A setting from lib/util/config.c's table, checked against its range. */
 static long setting(const char *name, long def, long lo, long hi, long multiple)
 {
+    if (!mpccl_config_is_set(name)) return def; /* the default may depend on the communicator */
     int64_t x = mpccl_config_int(name);
     if (x == 0 && def > 0 && !strcmp(name, "GPU_CTAS")) return def; /* 0: automatic */
     if (x < lo || x > hi || x % multiple != 0) {
@@ -43,13 +44,31 @@ static long setting(const char *name, long def, long lo, long hi, long multiple)
     return (long)x;
 }
 
-static void gpu_settings(int sm_count, uint32_t *ctas, uint32_t *slot_bytes, uint32_t *cta_min_bytes,
-                         int *p2p_disable)
+/* Slots of communicators whose every peer is on another node pin at most this. */
+#define NET_SLOT_BUDGET (256ull << 20)
+
+/* remote_peers > 0: every peer is on another node (one rank per node: the
+ * rail of a hierarchical communicator, or one GPU per node).  Each piece
+ * then crosses the network, where a message costs more than a 64 KB slot
+ * carries: over TCP (two simulated nodes, UCX 1.22, 2026-11-26) 1 MB slots on
+ * 4 CTAs moved 2.0-3.0 GB/s where 64 KB slots on 16 CTAs moved 1.0-1.2, and
+ * ucx_perftest itself moved 1.4 GB/s in 64 KB messages.  The slots shrink
+ * (to 64 KB at least) so that no communicator pins more than
+ * NET_SLOT_BUDGET of them. */
+static void gpu_settings(int sm_count, int remote_peers, uint32_t *ctas, uint32_t *slot_bytes,
+                         uint32_t *cta_min_bytes, int *p2p_disable)
 {
-    long def_ctas = sm_count < 16 ? sm_count : 16;
+    long def_ctas = sm_count < 16 ? sm_count : 16, def_slot = 64 << 10;
     if (def_ctas < 1) def_ctas = 1;
+    if (remote_peers > 0) {
+        if (def_ctas > 4) def_ctas = 4;
+        def_slot = 1 << 20;
+        while (def_slot > (64 << 10) &&
+               (uint64_t)def_slot * (uint64_t)def_ctas * MPCCL_GPU_NSLOTS * 2u * (uint64_t)remote_peers > NET_SLOT_BUDGET)
+            def_slot /= 2;
+    }
     *ctas = (uint32_t)setting("GPU_CTAS", def_ctas, 1, MPCCL_GPU_MAX_CTAS, 1);
-    *slot_bytes = (uint32_t)setting("GPU_SLOT_BYTES", 64 << 10, 1 << 10, 16 << 20, 16);
+    *slot_bytes = (uint32_t)setting("GPU_SLOT_BYTES", def_slot, 1 << 10, 16 << 20, 16);
     *cta_min_bytes = (uint32_t)setting("GPU_CTA_MIN_BYTES", 32 << 10, 0, 16 << 20, 16);
     *p2p_disable = (int)setting("P2P_DISABLE", 0, 0, 1, 1);
 }
@@ -254,13 +273,14 @@ static uint64_t make_nonce(void)
 }
 
 /* Local part before the first exchange: device, geometry proposal, identity. */
-static mpccl_status_t local_init(mpccl_gpu_comm_t *g, rank_info_t *me)
+static mpccl_status_t local_init(mpccl_gpu_comm_t *g, const mpccl_topo_t *topo, rank_info_t *me)
 {
     MPCCL_CUDA_CHECK(cudaFree(NULL)); /* the primary context, before anything else */
     int sms = 0;
     MPCCL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->dev));
     int p2p_disable;
-    gpu_settings(sms, &me->nctas, &me->slot_bytes, &me->cta_min_bytes, &p2p_disable);
+    int alone = topo->nnodes > 1 && topo->nnodes == topo->nranks; /* one rank per node */
+    gpu_settings(sms, alone ? topo->nranks - 1 : 0, &me->nctas, &me->slot_bytes, &me->cta_min_bytes, &p2p_disable);
     me->p2p_disable = p2p_disable;
     MPCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     MPCCL_CHECK(mpccl_ipc_device_uuid(g->dev, me->uuid));
@@ -408,7 +428,7 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
         me->host_hash = mpccl_topo_host_hash();
         me->nonce = make_nonce();
         me->dev = g->dev;
-        st = local_init(g, me);
+        st = local_init(g, topo, me);
         me->st = st;
     }
     if (st != MPCCL_OK && info == NULL) goto out; /* cannot take part; peers time out in the bootstrap */

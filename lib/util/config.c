@@ -59,9 +59,12 @@ static mpccl_setting_t settings[] = {
     {"UCX_SPIN_US", NULL, "50", "microseconds a waiting rank yields before it sleeps on the UCX event fd", NULL,
      NULL},
     {"UCX_IDLE_US", NULL, "1000", "longest a waiting rank sleeps on the UCX event fd (0: only yield)", NULL, NULL},
-    {"GPU_CTAS", NULL, "0", "CTAs per GPU collective (0: min(SM count, 16)); the minimum over ranks is used", NULL,
-     NULL},
-    {"GPU_SLOT_BYTES", NULL, "64K", "bytes per mailbox slot and CTA of the GPU message protocol", NULL, NULL},
+    {"GPU_CTAS", NULL, "0",
+     "CTAs per GPU engine launch (0: min(SM count, 16), and at most 4 where every peer is on another node); the "
+     "minimum over ranks is used", NULL, NULL},
+    {"GPU_SLOT_BYTES", NULL, "64K",
+     "bytes per mailbox slot and CTA of the GPU message protocol (where every peer is on another node: 1M, "
+     "halved until the slots take at most 256 MB)", NULL, NULL},
     {"GPU_CTA_MIN_BYTES", NULL, "32K",
      "the engine gives each CTA at least this many bytes of a step (0: spread every step over all CTAs); the "
      "minimum over ranks is used", NULL, NULL},
@@ -303,6 +306,11 @@ int64_t mpccl_config_int(const char *name)
                    strcmp(s->source, "MPCCL_") ? s->source : s->name, s->value, s->dflt);
     if (parse_int(s->dflt, &v) != 0) v = 0;
     return v;
+}
+
+int mpccl_config_is_set(const char *name)
+{
+    return strcmp(find_setting(name)->source, "default") != 0;
 }
 
 void mpccl_config_check_environment(void)

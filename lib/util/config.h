@@ -14,6 +14,9 @@ const char *mpccl_config_str(const char *name);
 /* Integer settings accept k/m/g suffixes (binary).  An unparsable value gets a
  * warning and the default. */
 int64_t mpccl_config_int(const char *name);
+/* Whether the user set it (MPCCL_ or its alias); a default that depends on
+ * the communicator is chosen by the caller when not. */
+int mpccl_config_is_set(const char *name);
 
 /* One row of the table, as resolved now. */
 typedef struct {
