@@ -39,6 +39,11 @@
  * below this the engine was faster (2 simulated nodes x 2 H100s, 2026-11-26:
  * 1.02-1.13x at 8 B - 128 KB, 0.91x at 512 KB). */
 #define HIER_REDUCE_MIN_BYTES (256u << 10)
+/* Allreduce, broadcast and reduce up to this size skip the split into
+ * shares: the whole buffer goes through a node phase and a rail phase (two
+ * phases instead of three; every rail carries all of it, which costs little
+ * while a crossing's latency dominates). */
+#define HIER_WHOLE_BYTES (32u << 10)
 
 struct mpccl_gpu_hier {
     cudaStream_t node_stream, rail_stream;
@@ -54,6 +59,7 @@ typedef struct hier_call {
     mpccl_gpu_hier_t *gh;
     const mpccl_call_t *call;
     uint64_t esize, chunk, nchunks;
+    int whole; /* one chunk, no shares: everything is the "tail" (HIER_WHOLE_BYTES) */
     int G, N, l, n, root_node, root_local;
     const char *in;
     char *out;
@@ -159,6 +165,17 @@ static mpccl_status_t child(const hier_call_t *x, ncclComm_t c, mpccl_coll_t col
                       c == x->h->node ? "node" : "rail", mpccl_coll_name(coll), (unsigned long long)count, why);
 }
 
+/* Chunk c of allreduce, broadcast or reduce. */
+static mpccl_hier_slice_t slice_of(const hier_call_t *x, uint64_t c)
+{
+    mpccl_hier_slice_t s = mpccl_hier_slice(x->call->desc.count, x->chunk, x->G, c);
+    if (x->whole) {
+        s.share = 0;
+        s.tail = s.len;
+    }
+    return s;
+}
+
 static char *at(const hier_call_t *x, const void *base, uint64_t elems)
 {
     return (char *)base + elems * x->esize;
@@ -207,7 +224,7 @@ static mpccl_status_t phase_pre(const hier_call_t *x, uint64_t c, cudaStream_t s
         return child(x, h->node, MPCCL_COLL_REDUCESCATTER, x->reorder, x->tmp[c % 2], (uint64_t)x->N * p, 0, 0, 1, 0,
                      st);
     }
-    mpccl_hier_slice_t s = mpccl_hier_slice(d->count, x->chunk, x->G, c);
+    mpccl_hier_slice_t s = slice_of(x, c);
     const char *in = at(x, x->in, s.off), *in_tail = at(x, x->in, s.off + s.share * x->G);
     char *mine = at(x, x->out, s.off + x->l * s.share), *tail = at(x, x->out, s.off + s.share * x->G);
     switch (d->coll) {
@@ -238,7 +255,7 @@ static mpccl_status_t phase_rail(const hier_call_t *x, uint64_t c, cudaStream_t 
             return child(x, h->rail, MPCCL_COLL_ALLGATHER, at(x, x->in, a), x->tmp[c % 2], p, 0, 0, 0, 0, st);
         return child(x, h->rail, MPCCL_COLL_REDUCESCATTER, x->tmp[c % 2], at(x, x->out, a), p, 0, 0, 0, 1, st);
     }
-    mpccl_hier_slice_t s = mpccl_hier_slice(d->count, x->chunk, x->G, c);
+    mpccl_hier_slice_t s = slice_of(x, c);
     char *mine = at(x, x->out, s.off + x->l * s.share), *tail = at(x, x->out, s.off + s.share * x->G);
     switch (d->coll) {
     case MPCCL_COLL_ALLREDUCE:
@@ -268,7 +285,7 @@ static mpccl_status_t phase_post(const hier_call_t *x, uint64_t c, cudaStream_t 
                           st));
         return reorder(x, x->out, x->reorder, S, a, p, 1, st);
     }
-    mpccl_hier_slice_t s = mpccl_hier_slice(d->count, x->chunk, x->G, c);
+    mpccl_hier_slice_t s = slice_of(x, c);
     char *base = at(x, x->out, s.off), *mine = at(x, x->out, s.off + x->l * s.share);
     switch (d->coll) {
     case MPCCL_COLL_ALLREDUCE:
@@ -302,6 +319,8 @@ static mpccl_status_t call_setup(hier_call_t *x)
         reord = tmp * (size_t)x->G;
     } else {
         x->chunk = mpccl_hier_chunk_elems(x->esize, x->G, x->h->chunk_bytes);
+        x->whole = d->count * x->esize <= HIER_WHOLE_BYTES;
+        if (x->whole) x->chunk = d->count;
         x->nchunks = mpccl_hier_nchunks(d->count, x->chunk);
         if (d->coll == MPCCL_COLL_REDUCE) tmp = (size_t)((x->chunk < d->count ? x->chunk : d->count) * x->esize);
     }
