@@ -156,7 +156,8 @@ void mpccl_comm_hier_release(ncclComm_t comm, int force)
         if (!c) continue;
         /* A child that failed, or whose parent is aborted, goes as an abort:
          * its kernels are told to stop and drained, boundedly. */
-        int abort = force || c->state == MPCCL_COMM_FAILED || c->async_error != ncclSuccess;
+        int abort = force || __atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE) || c->state == MPCCL_COMM_FAILED ||
+                    c->async_error != ncclSuccess;
         if (abort) {
             __atomic_store_n(&c->aborting, 1, __ATOMIC_RELEASE);
             if (c->state == MPCCL_COMM_READY || c->state == MPCCL_COMM_FINALIZED) c->exec->abort(c);

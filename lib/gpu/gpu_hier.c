@@ -191,7 +191,9 @@ static mpccl_status_t reorder(const hier_call_t *x, char *ranked, char *packed, 
     for (int l = 0; l < x->G; l++) {
         char *rows = packed + (size_t)l * x->N * w;
         int64_t stride;
-        if (mpccl_hier_rail_stride(x->h->rank_of, x->N, x->G, l, &stride)) {
+        /* 2-D copies take pitches below 2 GB (cudaDevAttrMaxPitch) */
+        if (mpccl_hier_rail_stride(x->h->rank_of, x->N, x->G, l, &stride) &&
+            (uint64_t)stride * S * x->esize < (1ull << 31)) {
             char *first = at(x, ranked, (uint64_t)x->h->rank_of[l] * S + a);
             size_t pitch = (size_t)stride * S * x->esize;
             if (pitch == 0) pitch = w;
