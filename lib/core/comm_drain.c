@@ -7,7 +7,6 @@
  * interfaces are flushed, with such messages still queued on endpoints; and
  * only the endpoints to peers the call received from (comm_drain.h). */
 #include <stdlib.h>
-#include <time.h>
 
 #include "core/comm_drain.h"
 #include "core/comm_fail.h"

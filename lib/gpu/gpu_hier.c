@@ -176,6 +176,15 @@ static mpccl_hier_slice_t slice_of(const hier_call_t *x, uint64_t c)
     return s;
 }
 
+/* Piece c of every rank's block of all_gather or reduce_scatter: elements
+ * [*a, *a + *p) of S. */
+static void piece_of(const hier_call_t *x, uint64_t c, uint64_t *a, uint64_t *p)
+{
+    uint64_t S = x->call->desc.count;
+    *a = c * x->chunk;
+    *p = S - *a < x->chunk ? S - *a : x->chunk;
+}
+
 static char *at(const hier_call_t *x, const void *base, uint64_t elems)
 {
     return (char *)base + elems * x->esize;
@@ -221,7 +230,8 @@ static mpccl_status_t phase_pre(const hier_call_t *x, uint64_t c, cudaStream_t s
     int ip = x->in == x->out;
     if (d->coll == MPCCL_COLL_ALLGATHER) return MPCCL_OK;
     if (d->coll == MPCCL_COLL_REDUCESCATTER) {
-        uint64_t S = d->count, a = c * x->chunk, p = S - a < x->chunk ? S - a : x->chunk;
+        uint64_t S = d->count, a, p;
+        piece_of(x, c, &a, &p);
         MPCCL_CHECK(reorder(x, (char *)x->in, x->reorder, S, a, p, 0, st));
         return child(x, h->node, MPCCL_COLL_REDUCESCATTER, x->reorder, x->tmp[c % 2], (uint64_t)x->N * p, 0, 0, 1, 0,
                      st);
@@ -252,7 +262,8 @@ static mpccl_status_t phase_rail(const hier_call_t *x, uint64_t c, cudaStream_t 
     const mpccl_hier_t *h = x->h;
     const mpccl_coll_desc_t *d = &x->call->desc;
     if (d->coll == MPCCL_COLL_ALLGATHER || d->coll == MPCCL_COLL_REDUCESCATTER) {
-        uint64_t S = d->count, a = c * x->chunk, p = S - a < x->chunk ? S - a : x->chunk;
+        uint64_t a, p;
+        piece_of(x, c, &a, &p);
         if (d->coll == MPCCL_COLL_ALLGATHER)
             return child(x, h->rail, MPCCL_COLL_ALLGATHER, at(x, x->in, a), x->tmp[c % 2], p, 0, 0, 0, 0, st);
         return child(x, h->rail, MPCCL_COLL_REDUCESCATTER, x->tmp[c % 2], at(x, x->out, a), p, 0, 0, 0, 1, st);
@@ -282,7 +293,8 @@ static mpccl_status_t phase_post(const hier_call_t *x, uint64_t c, cudaStream_t 
     const mpccl_coll_desc_t *d = &x->call->desc;
     if (d->coll == MPCCL_COLL_REDUCESCATTER) return MPCCL_OK;
     if (d->coll == MPCCL_COLL_ALLGATHER) {
-        uint64_t S = d->count, a = c * x->chunk, p = S - a < x->chunk ? S - a : x->chunk;
+        uint64_t S = d->count, a, p;
+        piece_of(x, c, &a, &p);
         MPCCL_CHECK(child(x, h->node, MPCCL_COLL_ALLGATHER, x->tmp[c % 2], x->reorder, (uint64_t)x->N * p, 0, 0, 0, 0,
                           st));
         return reorder(x, x->out, x->reorder, S, a, p, 1, st);

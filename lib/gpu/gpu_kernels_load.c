@@ -14,7 +14,6 @@
 #include "build_config.h"
 
 #include <pthread.h>
-#include <time.h>
 
 #include "gpu/gpu_kernels_load.h"
 #include "kernels/engine.h"

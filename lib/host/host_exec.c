@@ -4,7 +4,6 @@
  * (the host's here; a device executor supplies its own and reuses the rest). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>

@@ -5,7 +5,6 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "core/comm_drain.h"
 #include "core/comm_fail.h"

@@ -12,7 +12,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/comm_drain.h"
 #include "core/comm_fail.h"
