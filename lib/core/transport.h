@@ -39,6 +39,12 @@ struct mpccl_transport_ops {
                           uint64_t remote_addr, void *rkey, mpccl_req_t *req);
     mpccl_status_t (*atomic_add)(mpccl_transport_t *t, int peer, uint64_t value,
                                  uint64_t remote_addr, void *rkey, mpccl_req_t *req);
+    /* put from a region (region_open below): no memory detection on this
+     * thread.  fence: operations issued before it complete at their targets
+     * before any issued after it begins.  NULL where the transport has none. */
+    mpccl_status_t (*put_region)(mpccl_transport_t *t, int peer, const void *src, size_t bytes, void *region,
+                                 uint64_t remote_addr, void *rkey, mpccl_req_t *req);
+    mpccl_status_t (*fence)(mpccl_transport_t *t);
     /* Remote completion: req ends once every operation issued to peer so far
      * has completed there, including the protocol
      * messages this rank still owes its peers (rendezvous acknowledgements,

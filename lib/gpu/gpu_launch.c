@@ -22,6 +22,7 @@
 #include "kernels/engine.h"
 #include "util/log.h"
 #include "onesided/onesided_remote.h"
+#include "onesided/onesided_rma.h"
 #include "gpu/gpu_proxy.h"
 #include "gpu/gpu_proxy_mem.h"
 #include "gpu/gpu_state.h"
@@ -72,6 +73,9 @@ void mpccl_gpu_finalize(ncclComm_t comm)
     mpccl_proxy_work_fini(&s->work, 0);
     mpccl_proxy_detach(s->proxy, 0);
     s->proxy = NULL;
+    /* Remote keys of GPU-direct puts live on the transport's endpoints, which
+     * close next (mpccl_comm_finalize). */
+    mpccl_os_rma_drop_keys(mpccl_os_remote_rma(s->os_remote));
     if (saved >= 0) mpccl_cuda_restore_device(saved);
 }
 

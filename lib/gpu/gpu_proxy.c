@@ -67,8 +67,8 @@ static int64_t now_ns(void)
 
 /* The first failure stops the communicator: its kernel gets no further acks or
  * pieces, and mpccl_proxy_error reports it. */
-static int fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece,
-                uint32_t g, int peer)
+int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
+                     int peer)
 {
     if (pc->failed) return 0;
     pc->failed = 1;
@@ -81,6 +81,7 @@ static int fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uin
     __atomic_store_n(&pc->error, st, __ATOMIC_RELEASE);
     return 1;
 }
+
 
 
 /* Where channel g's slot s lies (rx = 1: receive side), as the transport sees it. */
@@ -126,7 +127,7 @@ static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint3
     size_t i = peer_slot(pc, pe, g, s);
     mpccl_status_t st = slot_recv(pc, pe->rank, g, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
                                   slot_ptr(pc, pe, 1, g, s), pc->slot_bytes, &pe->rx_req[i]);
-    if (st != MPCCL_OK) return fail(pc, st, "posting the receive of", p, g, pe->rank), -1;
+    if (st != MPCCL_OK) return mpccl_proxy_fail(pc, st, "posting the receive of", p, g, pe->rank), -1;
     return 0;
 }
 
@@ -157,11 +158,11 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         __atomic_thread_fence(__ATOMIC_ACQUIRE); /* len and data after ready */
         uint32_t len = pe->tx_len[i];
         if (len > pc->slot_bytes)
-            return fail(pc, MPCCL_ERR_INTERNAL, "sending (the kernel gave a length over the slot size)",
+            return mpccl_proxy_fail(pc, MPCCL_ERR_INTERNAL, "sending (the kernel gave a length over the slot size)",
                         p, g, pe->rank);
         mpccl_status_t st = slot_send(pc, pe->rank, g, mpccl_proxy_tag(pc->rank, chan_tag_g(pc, g), p),
                                       slot_ptr(pc, pe, 0, g, p % K), len, &pe->tx_req[i]);
-        if (st != MPCCL_OK) return fail(pc, st, "sending", p, g, pe->rank);
+        if (st != MPCCL_OK) return mpccl_proxy_fail(pc, st, "sending", p, g, pe->rank);
         MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u (%u bytes) to rank %d posted", pc->rank, p,
                     g, len, pe->rank);
         c->tx_next++;
@@ -171,7 +172,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
     while (done != c->tx_next) {
         mpccl_req_t *r = &pe->tx_req[peer_slot(pc, pe, g, done % K)];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
-        if (r->status != MPCCL_OK) return fail(pc, r->status, "sending", done, g, pe->rank);
+        if (r->status != MPCCL_OK) return mpccl_proxy_fail(pc, r->status, "sending", done, g, pe->rank);
         MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u to rank %d sent", pc->rank, done, g,
                     pe->rank);
         done++;
@@ -197,14 +198,14 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         size_t i = peer_slot(pc, pe, g, p % K);
         mpccl_req_t *r = &pe->rx_req[i];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
-        if (r->status != MPCCL_OK) return fail(pc, r->status, "receiving", p, g, pe->rank);
+        if (r->status != MPCCL_OK) return mpccl_proxy_fail(pc, r->status, "receiving", p, g, pe->rank);
         MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u (%zu bytes) from rank %d arrived", pc->rank,
                     p, g, r->bytes, pe->rank);
         if (g == pc->nctas) { /* the one-sided channel: the host hands the piece over */
             size_t off = (size_t)(p % K) * pc->slot_bytes;
             int took = pc->os.deliver(pc->os.ctx, pe->rank, p, pe->os_rx + off, pe->os_rx_dev + off,
                                       (uint32_t)r->bytes, pe->rx_ack_dev + peer_chan(pe, g));
-            if (took < 0) return fail(pc, MPCCL_ERR_INTERNAL, "delivering", p, g, pe->rank);
+            if (took < 0) return mpccl_proxy_fail(pc, MPCCL_ERR_INTERNAL, "delivering", p, g, pe->rank);
             if (took == 0) break;
             c->rx_pub++;
             act++;
@@ -231,6 +232,12 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
     return act;
 }
 
+/* Whether channel g of pe is the one-sided one carried as GPU-direct puts. */
+static int os_rma_chan(mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, uint32_t g)
+{
+    return g == pc->nctas && pe->os_tx_dev && __atomic_load_n(&pc->os_rma, __ATOMIC_ACQUIRE);
+}
+
 static int serve(mpccl_proxy_comm_t *pc)
 {
     if (pc->failed) return 0;
@@ -240,7 +247,8 @@ static int serve(mpccl_proxy_comm_t *pc)
     if (pc->t->ops->progress(pc->t) > 0) act++;
     for (int k = 0; k < pc->npeers && !pc->failed; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan && !pc->failed; g++) {
-            act += serve_tx(pc, &pc->peers[k], g);
+            act += os_rma_chan(pc, &pc->peers[k], g) ? mpccl_proxy_serve_os_rma(pc, &pc->peers[k])
+                                                     : serve_tx(pc, &pc->peers[k], g);
             act += serve_rx(pc, &pc->peers[k], g);
         }
     return act;
@@ -265,6 +273,7 @@ static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
                 if (cancel) pc->t->ops->cancel(pc->t, r);
                 n++;
             }
+            if (sends && os_rma_chan(pc, pe, g)) n += mpccl_proxy_os_rma_pending(pc, pe, cancel);
         }
     return n;
 }
@@ -301,7 +310,8 @@ static int detach_step(mpccl_proxy_comm_t *pc, int mode)
          * on its stream once its data is staged, before the proxy sent it. */
         for (int k = 0; mode != DETACH_FORCE && k < pc->npeers && !pc->failed; k++)
             for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan && !pc->failed; g++)
-                serve_tx(pc, &pc->peers[k], g);
+                if (os_rma_chan(pc, &pc->peers[k], g)) mpccl_proxy_serve_os_rma(pc, &pc->peers[k]);
+                else serve_tx(pc, &pc->peers[k], g);
         t->ops->progress(t);
         if (in_flight(pc, 1, 0) > 0 && now_ns() < pc->deadline) return 1;
         /* A cancelled send is detached from us, but UCX may still read the slot. */
@@ -544,6 +554,7 @@ static void free_pc(mpccl_proxy_comm_t *pc)
     if (pc->slots && pc->leak == 0) pc->alloc.free_slots(pc->alloc.ctx, pc->slots);
     if (pc->leak == 2) return; /* the transport may still complete these requests */
     free(pc->reqs);
+    free(pc->sig_reqs);
     free(pc->chans);
     free(pc->peers);
     free(pc);
@@ -578,7 +589,8 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
     if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
     if (pc && pc->chans) pc->reqs = calloc((size_t)npeers * 2 * per + 1, sizeof(mpccl_req_t));
-    if (pc == NULL || pc->reqs == NULL) {
+    if (pc && pc->reqs) pc->sig_reqs = calloc((size_t)npeers * os_nslots + 1, sizeof(mpccl_req_t));
+    if (pc == NULL || pc->sig_reqs == NULL) {
         if (pc) free_pc(pc);
         return mpccl_fail(MPCCL_ERR_SYSTEM, "proxy attach: out of memory for %d remote peers", npeers);
     }
@@ -621,6 +633,7 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                 pe->rank = i;
                 pe->first_chan = os_only ? nctas : 0;
                 pe->first_slot = os_only ? (size_t)nctas * nslots : 0;
+                pe->sig_req = pc->sig_reqs + (size_t)k * os_nslots;
                 mpccl_proxy_set_views(pc, pe, k, off, pc->mem, dev, soff, os_only ? &l_os : &l, os_only ? &unused : &links[i],
                           os ? &os_links[i] : NULL);
                 off += os_only ? l_os.bytes : l.bytes;

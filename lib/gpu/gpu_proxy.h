@@ -47,8 +47,9 @@ typedef struct mpccl_proxy_alloc {
     /* Optional, GPU-direct (the transport moves device memory itself, e.g. UCX
      * with CUDA support): alloc_slots gives the CTA channels' slots memory only
      * the device and the transport touch; the proxy never reads it.  NULL: the
-     * slots are part of the staging above.  The one-sided channel's slots stay
-     * in the staging (its receiver reads each piece's header on the host). */
+     * slots are part of the staging above.  The one-sided channel's headers
+     * stay in the staging (the proxy reads them on the host); with alloc_slots
+     * its data also gets device slots there, for GPU-direct puts (below). */
     mpccl_status_t (*alloc_slots)(void *ctx, size_t bytes, void **dev);
     void (*free_slots)(void *ctx, void *dev);
     /* What alloc_slots gives, as the transport is told (region_open):
@@ -70,6 +71,23 @@ typedef struct mpccl_proxy_comm mpccl_proxy_comm_t;
 /* The tag g of the one-sided channel (0xff: ncclCommShrink's agreement). */
 #define MPCCL_PROXY_OS_G 0xfeu
 
+/* A one-sided piece's data starts this far into its slot, after the header
+ * (lib/kernels/onesided_remote.h: MPCCL_OS_HDR_BYTES), in the staging and in
+ * a device slot alike. */
+#define MPCCL_PROXY_OS_DATA_OFFSET 64u
+
+/* One piece of a GPU-direct put: its data_bytes go from the piece's device
+ * slot to data_addr (remote key data_rkey); then, when sig_addr != 0, after a
+ * fence, the 8-byte sig_value to sig_addr (sig_rkey). */
+typedef struct mpccl_proxy_rma {
+    uint32_t data_bytes;
+    uint64_t data_addr;
+    void *data_rkey;
+    uint64_t sig_addr;
+    void *sig_rkey;
+    uint64_t sig_value;
+} mpccl_proxy_rma_t;
+
 /* Receiver side of the one-sided channel.  deliver is called on the proxy
  * thread, in piece order per sender, once piece `piece` from rank src arrived
  * in a slot (host and device views, len bytes).  It returns 1 when it took the
@@ -79,9 +97,14 @@ typedef struct mpccl_proxy_comm mpccl_proxy_comm_t;
 typedef struct mpccl_proxy_os {
     int (*deliver)(void *ctx, int src, uint32_t piece, const void *host, const void *dev, uint32_t len,
                    volatile uint32_t *rx_ack);
+    /* GPU-direct puts (mpccl_proxy_os_rma): where a raised piece to peer goes.
+     * hdr is the piece's header in the staging, len the piece's length.
+     * Returns 1 with *out filled, or a negative value after mpccl_fail. */
+    int (*rma_target)(void *ctx, int peer, const void *hdr, uint32_t len, struct mpccl_proxy_rma *out);
     void *ctx;
     uint32_t nslots; /* slots of the channel per peer, a power of two (0: as many as a CTA's) */
 } mpccl_proxy_os_t;
+
 
 
 /* is_remote[] values of mpccl_proxy_attach. */
@@ -100,7 +123,9 @@ enum {
  * slot_bytes a positive multiple of 16.  os != NULL adds the one-sided channel
  * (required by MPCCL_PROXY_ONESIDED_ONLY peers) and fills os_links[i] (nranks
  * entries) for every peer the proxy serves: its tx_* views
- * (arrays of one channel: tx_ready/tx_len [os->nslots], tx_ack one word).  Local:
+ * (arrays of one channel: tx_ready/tx_len [os->nslots], tx_ack one word) and,
+ * with alloc_slots and MPCCL_PROXY_REMOTE peers, rx_slots: the device data
+ * slots of GPU-direct puts (NULL otherwise).  Local:
  * no communication with the peers here; pieces a peer sends before this rank
  * attached wait in the transport. */
 mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
@@ -108,6 +133,15 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                                   uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
                                   mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
                                   mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out);
+
+/* GPU-direct one-sided puts to the MPCCL_PROXY_REMOTE peers: instead of
+ * sending each raised piece for the target's proxy to deliver, the proxy puts
+ * its data from the piece's device slot (os_links[i].rx_slots, which the put
+ * kernel fills) straight into the target's window, then fences and puts the
+ * signal (os->rma_target says where).  Possible only with alloc_slots and a
+ * transport with put_region and fence; returns 0 (and changes nothing) where
+ * not.  on = 1 asks for it: call before the first put, every peer alike. */
+int mpccl_proxy_os_rma(mpccl_proxy_comm_t *pc, int on);
 
 /* Stops serving pc, cancels its pre-posted receives, frees its staging and pc;
  * stops the thread when pc was the last communicator.  force = 0: first waits

@@ -26,6 +26,8 @@ typedef struct proxy_peer {
     char *cta_tx, *cta_rx; /* the CTAs' slots [g][slot]: the transport's pointers (device
                             * memory with alloc_slots, never read here) */
     char *os_tx, *os_rx;   /* the one-sided channel's slots [slot] (staging) */
+    char *os_tx_dev;       /* its device data slots [slot] (GPU-direct puts), else NULL */
+    mpccl_req_t *sig_req;  /* [os_nslots] GPU-direct puts: the signal's put of each slot */
     volatile uint32_t *tx_ready, *tx_len, *tx_ack;
     volatile uint32_t *rx_ready, *rx_len, *rx_ack;
     const char *os_rx_dev;          /* device view of os_rx (one-sided delivery) */
@@ -61,6 +63,8 @@ struct mpccl_proxy_comm {
      * device memory would call CUDA on the proxy thread.  NULL: none. */
     void *stage_region, *slots_region;
     int flushed;       /* this pass flushed the device's received writes already */
+    int os_rma;        /* one-sided pieces to remote peers are GPU-direct puts (atomic) */
+    mpccl_req_t *sig_reqs; /* [npeers][os_nslots] behind each peer's sig_req */
     int npeers;
     proxy_peer_t *peers;
     proxy_chan_t *chans;
@@ -105,8 +109,18 @@ static inline uint32_t peer_chan(const proxy_peer_t *pe, uint32_t g) { return g 
  * offsets of the peer's slot block (dev_bytes). */
 typedef struct layout {
     size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
+    size_t os_dev;     /* split: the one-sided data slots in the slot block */
     size_t dev_bytes;
 } layout_t;
+
+/* The first failure stops the communicator (gpu_proxy.c); returns 1. */
+int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
+                     int peer);
+/* gpu_proxy_rma.c: the one-sided channel of pe as GPU-direct puts (instead of
+ * serve_tx); returns the activity.  _pending: its signal puts still in flight
+ * among the pieces not yet acknowledged (cancel: cancel them too). */
+int mpccl_proxy_serve_os_rma(mpccl_proxy_comm_t *pc, proxy_peer_t *pe);
+int mpccl_proxy_os_rma_pending(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int cancel);
 
 /* The layout of a peer's staging with nchan channels, ncta_slots CTA slots
  * and nos_slots one-sided slots (split: the CTAs' slots in the slot block). */

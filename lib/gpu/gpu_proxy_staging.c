@@ -15,14 +15,16 @@ layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots,
     l.os_tx = 0;
     l.os_rx = os;
     size_t end = 2 * os;
-    if (split) {
+    if (split) { /* the slot block: the CTAs' slots, then the one-sided data slots */
         l.cta_tx = 0;
         l.cta_rx = cta;
-        l.dev_bytes = ALIGN_UP(2 * cta, 4096);
+        l.os_dev = 2 * cta;
+        l.dev_bytes = ALIGN_UP(2 * cta + os, 4096);
     } else {
         l.cta_tx = end;
         l.cta_rx = end + cta;
         end += 2 * cta;
+        l.os_dev = 0;
         l.dev_bytes = 0;
     }
     l.tx_ready = end;
@@ -56,6 +58,8 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
     pe->rx_len = (volatile uint32_t *)(h + l->rx_len);
     pe->rx_ack = (volatile uint32_t *)(h + l->rx_ack);
     pe->os_rx_dev = d + l->os_rx;
+    /* A one-sided-only peer (first_chan set already) has no slot block. */
+    pe->os_tx_dev = split && pe->first_chan == 0 ? split + l->os_dev : NULL;
     pe->rx_ack_dev = (volatile uint32_t *)(d + l->rx_ack);
     pe->chan = pc->chans + (size_t)k * pc->nchan;
     pe->tx_req = pc->reqs + (size_t)k * 2 * per;
@@ -78,5 +82,6 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
         os_link->tx_ready = link->tx_ready + words;
         os_link->tx_len = link->tx_len + words;
         os_link->tx_ack = link->tx_ack + c;
+        os_link->rx_slots = pe->os_tx_dev; /* GPU-direct puts' data (gpu_proxy.h) */
     }
 }

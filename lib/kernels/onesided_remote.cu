@@ -45,13 +45,14 @@ __global__ void __launch_bounds__(REMOTE_PUT_THREADS) mpccl_os_remote_put_kernel
         if (mpccl_aborted()) break; /* the proxy is told nothing more: the channel is dead */
         const uint64_t off = (uint64_t)i * payload;
         const uint32_t len = (uint32_t)(a.bytes - off < payload ? a.bytes - off : payload);
-        char *dst = a.link.tx_slots + (size_t)slot * a.slot_bytes + MPCCL_OS_HDR_BYTES;
+        char *hdr = a.link.tx_slots + (size_t)slot * a.slot_bytes;
+        char *dst = (a.data ? a.data + (size_t)slot * a.slot_bytes : hdr) + MPCCL_OS_HDR_BYTES;
         const char *src = (const char *)a.src + off;
         const uint32_t nw = len / sizeof(W);
         for (uint32_t k = threadIdx.x; k < nw; k += blockDim.x) ((W *)dst)[k] = ((const W *)src)[k];
         for (uint32_t k = nw * sizeof(W) + threadIdx.x; k < len; k += blockDim.x) dst[k] = src[k];
         if (threadIdx.x == 0) {
-            mpccl_os_msg_hdr_t *h = (mpccl_os_msg_hdr_t *)(dst - MPCCL_OS_HDR_BYTES);
+            mpccl_os_msg_hdr_t *h = (mpccl_os_msg_hdr_t *)hdr;
             h->magic = MPCCL_OS_MSG_MAGIC;
             h->win_id = a.win_id;
             h->offset = a.offset + off;
@@ -64,6 +65,17 @@ __global__ void __launch_bounds__(REMOTE_PUT_THREADS) mpccl_os_remote_put_kernel
             a.link.tx_len[slot] = MPCCL_OS_HDR_BYTES + len;
             __threadfence_system();
             a.link.tx_ready[slot] = p + 1;
+        }
+    }
+    if (threadIdx.x == 0 && a.data && !mpccl_aborted()) { /* GPU-direct: until the puts left */
+        const uint32_t need = base + n;
+        mpccl_abort_wait w{};
+        for (uint32_t spins = 0; (int32_t)(*a.link.tx_ack - need) < 0;) {
+            if (++spins > 1024) __nanosleep(256);
+            if (mpccl_abort_poll(a.ab, w,
+                                 mpccl_abort_why{MPCCL_ABORT_OP_OS_PUT, (int32_t)a.win_id, a.peer, -1, a.bytes, need,
+                                                 a.link.tx_ack}))
+                break;
         }
     }
     if (threadIdx.x == 0) mpccl_proxy_launch_done(a.proxy_count, a.proxy_done);

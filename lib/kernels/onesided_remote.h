@@ -35,6 +35,8 @@ typedef struct mpccl_os_msg_hdr {
 /* A put (or, with bytes = 0 and no window, a signal) to one remote peer. */
 typedef struct mpccl_os_remote_put {
     mpccl_dev_link_t link;  /* the peer's one-sided channel: tx_slots, tx_ready, tx_len, tx_ack */
+    char *data;             /* GPU-direct puts: the device slots that take the data (the header
+                             * stays in tx_slots); NULL: the data follows the header in tx_slots */
     uint32_t *reserve;      /* device: pieces handed out for this peer, ever (atomicAdd) */
     uint32_t nslots, slot_bytes;
     const void *src;
@@ -48,7 +50,9 @@ typedef struct mpccl_os_remote_put {
 } mpccl_os_remote_put_t;
 
 /* Copies src into the channel's slots piece by piece (waiting for free slots)
- * and raises tx_ready for each; returns once src may be reused. */
+ * and raises tx_ready for each; returns once src may be reused.  With data
+ * (GPU-direct puts) it returns once the proxy acknowledged every piece: the
+ * puts left, and a stream that completed has nothing left in the proxy. */
 mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t *a, cudaStream_t stream);
 /* Pieces up to this many bytes are copied into the window by the delivery
  * kernel itself, reading the slot over PCIe; larger ones by cudaMemcpyAsync

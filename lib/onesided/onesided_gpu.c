@@ -23,6 +23,7 @@
 #include "util/log.h"
 #include "nccl_device/core.h"
 #include "onesided/onesided_remote.h"
+#include "onesided/onesided_rma.h"
 #include "onesided/onesided_win.h"
 
 struct mpccl_win_gpu {
@@ -198,6 +199,8 @@ static void unimport(int n, int me, mpccl_ipc_desc_t *d, void **ptr)
     if (d) mpccl_ipc_unexport(&d[me]);
 }
 
+static mpccl_os_rma_t *rma_of(ncclComm_t comm) { return mpccl_os_remote_rma(mpccl_gpu_os_remote(comm)); }
+
 mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
 {
     struct mpccl_win_gpu *g = calloc(1, sizeof(*g));
@@ -223,6 +226,16 @@ mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws)
     uint64_t *offs = NULL;
     if (st == MPCCL_OK) st = exchange(comm, g->area, bytes, &g->desc, &offs, (void ***)&g->peer_sig);
     free(offs); /* the area is its own allocation: offsets are 0 */
+    /* Peers on other nodes: GPU-direct puts into the counters, where every rank can. */
+    if (st == MPCCL_OK) {
+        st = mpccl_os_rma_sig_setup(comm, rma_of(comm), mpccl_gpu_proxy(comm), g->area,
+                                    ws->nsig_words * sizeof(uint64_t));
+        if (st != MPCCL_OK) {
+            unimport(comm->nranks, comm->rank, g->desc, (void **)g->peer_sig);
+            free(g->desc);
+            free(g->peer_sig);
+        }
+    }
     if (st != MPCCL_OK) {
         if (g && g->area) cudaFree(g->area);
         free(g);
@@ -256,6 +269,7 @@ void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws)
 {
     struct mpccl_win_gpu *g = ws->gpu;
     if (!g) return;
+    mpccl_os_rma_sig_free(rma_of(comm));
     unimport(comm->nranks, comm->rank, g->desc, (void **)g->peer_sig);
     /* Work still queued on user streams may touch the area: destroy waits
      * for the device as NCCL's does (no user stream is synchronised). */
@@ -304,6 +318,13 @@ mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct mpccl_win *w)
         mpccl_gpu_win_free(comm, w);
         return st;
     }
+    if (mpccl_os_rma_on(rma_of(comm))) { /* the same on every rank */
+        st = mpccl_os_rma_win_setup(rma_of(comm), w);
+        if (st != MPCCL_OK) {
+            mpccl_gpu_win_free(comm, w);
+            return st;
+        }
+    }
     w->handle = (ncclWindow_t)wg->dev;
     return MPCCL_OK;
 }
@@ -312,6 +333,7 @@ void mpccl_gpu_win_free(ncclComm_t comm, struct mpccl_win *w)
 {
     struct mpccl_wingpu *wg = w->gpu;
     if (!wg) return;
+    if (w->peer_rkey || w->peer_keys || w->mem.memh) mpccl_os_rma_win_free(rma_of(comm), w);
     for (int r = 0; r < comm->nranks; r++)
         if (wg->peer_base[r]) wg->peer_base[r] -= wg->offset[r];
     unimport(comm->nranks, comm->rank, wg->desc, (void **)wg->peer_base);

@@ -23,6 +23,7 @@
 #include "gpu/gpu_proxy_work.h"
 #include "kernels/onesided_remote.h"
 #include "util/log.h"
+#include "onesided/onesided_rma.h"
 #include "onesided/onesided_win.h"
 
 struct mpccl_os_remote {
@@ -34,6 +35,7 @@ struct mpccl_os_remote {
     uint32_t *reserve;       /* device [nranks]: pieces handed out per peer */
     mpccl_dev_link_t *links; /* [nranks] the peers' one-sided channels (kind PROXY when remote) */
     uint32_t nslots, slot_bytes;
+    mpccl_os_rma_t *rma;     /* GPU-direct puts (onesided_rma.c), when every rank can */
 };
 
 /* The proxy thread launches into its own stream while a user thread may be
@@ -127,6 +129,11 @@ out:
     return took;
 }
 
+static int rma_target(void *ctx, int peer, const void *hdr, uint32_t len, mpccl_proxy_rma_t *out)
+{
+    return mpccl_os_rma_target(((mpccl_os_remote_t *)ctx)->rma, peer, hdr, len, out);
+}
+
 mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t slot_bytes,
                                       mpccl_os_remote_t **out, mpccl_proxy_os_t *os, mpccl_dev_link_t **links)
 {
@@ -157,11 +164,13 @@ mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t
     if (e == cudaSuccess) e = cudaMemsetAsync(r->reserve, 0, bytes, r->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(r->stream);
     mpccl_status_t st = e == cudaSuccess ? mpccl_os_remote_preload() : mpccl_cuda_error(e, "one-sided channel setup");
+    if (st == MPCCL_OK) st = mpccl_os_rma_new(comm, &r->rma);
     if (st != MPCCL_OK) {
         mpccl_os_remote_free(r);
         return st;
     }
     os->deliver = deliver;
+    os->rma_target = rma_target;
     os->ctx = r;
     os->nslots = r->nslots;
     *links = r->links;
@@ -175,11 +184,14 @@ void mpccl_os_remote_close(mpccl_os_remote_t *r, int aborting)
     pthread_mutex_lock(&r->mu);
     r->closed = 1;
     pthread_mutex_unlock(&r->mu);
-    /* Copies still queued write into windows and counters about to go. */
+    /* Copies still queued write into windows and counters about to go; a
+     * GPU-direct put kernel still running needs its window until the proxy
+     * put its pieces (NCCL's destroy waits for the device too). */
     if (!aborting && r->stream) {
         int saved;
         if (mpccl_cuda_push_device(r->dev, &saved) == MPCCL_OK) {
-            if (cudaStreamSynchronize(r->stream) != cudaSuccess) (void)cudaGetLastError();
+            cudaError_t e = mpccl_os_rma_on(r->rma) ? cudaDeviceSynchronize() : cudaStreamSynchronize(r->stream);
+            if (e != cudaSuccess) (void)cudaGetLastError();
             mpccl_cuda_restore_device(saved);
         }
     }
@@ -195,10 +207,13 @@ void mpccl_os_remote_free(mpccl_os_remote_t *r)
         (void)cudaGetLastError();
         mpccl_cuda_restore_device(saved);
     }
+    mpccl_os_rma_free(r->rma);
     pthread_mutex_destroy(&r->mu);
     free(r->links);
     free(r);
 }
+
+mpccl_os_rma_t *mpccl_os_remote_rma(mpccl_os_remote_t *r) { return r ? r->rma : NULL; }
 
 int mpccl_os_remote_reaches(const mpccl_os_remote_t *r, int peer)
 {
@@ -214,6 +229,7 @@ mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work
     mpccl_os_remote_put_t a;
     memset(&a, 0, sizeof(a));
     a.link = r->links[peer];
+    a.data = mpccl_os_rma_on(r->rma) ? (char *)r->links[peer].rx_slots : NULL; /* NULL: staged (gpu_proxy.h) */
     a.reserve = r->reserve + peer;
     a.nslots = r->nslots;
     a.slot_bytes = r->slot_bytes;

@@ -32,6 +32,8 @@ mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t
 void mpccl_os_remote_close(mpccl_os_remote_t *r, int aborting);
 /* After the proxy detached.  Safe on NULL. */
 void mpccl_os_remote_free(mpccl_os_remote_t *r);
+/* The GPU-direct half (onesided_rma.h); NULL on NULL. */
+struct mpccl_os_rma *mpccl_os_remote_rma(mpccl_os_remote_t *r);
 /* Whether peer is reached through the one-sided channel. */
 int mpccl_os_remote_reaches(const mpccl_os_remote_t *r, int peer);
 /* Enqueues on stream a put of bytes from src (device memory; 0 bytes: a

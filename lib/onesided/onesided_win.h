@@ -49,9 +49,12 @@ struct mpccl_win {
     size_t size;
     int flags;
     size_t *peer_size;       /* [nranks] each rank's window size */
-    uint64_t *peer_addr;     /* host comms: [nranks] window address in each rank */
-    void **peer_rkey;        /* host comms: [nranks] unpacked remote keys */
-    mpccl_ucx_mem_t mem;     /* host comms: this rank's registration */
+    /* Host comms, and GPU comms with GPU-direct puts between nodes (onesided_rma.c): */
+    uint64_t *peer_addr;     /* [nranks] window address in each rank */
+    void **peer_rkey;        /* [nranks] unpacked remote keys (GPU: by the proxy thread, at first use) */
+    mpccl_ucx_mem_t mem;     /* this rank's registration */
+    unsigned char *peer_keys; /* GPU: the packed keys, key_stride bytes per rank */
+    size_t key_stride;
     struct mpccl_wingpu *gpu; /* GPU comms */
     struct mpccl_win *next;
 };

@@ -576,8 +576,8 @@ static mpccl_status_t connect_all(mpccl_ucx_tp_t *tp, const unsigned char *all, 
 /* rkey: a ucp_rkey_h unpacked on the endpoint to peer (mpccl_ucx_rkey_unpack).
  * Completion is local: src may be reused; remote visibility is ordered by a
  * fence (mpccl_ucx_fence) before a later operation to the same peer. */
-static mpccl_status_t ucx_put(mpccl_transport_t *t, int peer, const void *src, size_t bytes,
-                              uint64_t remote_addr, void *rkey, mpccl_req_t *req)
+static mpccl_status_t put_common(mpccl_transport_t *t, int peer, const void *src, size_t bytes, void *region,
+                                 uint64_t remote_addr, void *rkey, mpccl_req_t *req)
 {
     mpccl_ucx_tp_t *tp = t->impl;
     MPCCL_CHECK(check_peer(tp, peer, req));
@@ -589,9 +589,28 @@ static mpccl_status_t ucx_put(mpccl_transport_t *t, int peer, const void *src, s
     ucp_request_param_t prm;
     set_params(tp, &prm, req, peer, 0, bytes, 0);
     prm.cb.send = send_cb;
+    if (region) MPCCL_CHECK(mpccl_ucx_region_params(region, src, bytes, &prm));
     ucs_status_ptr_t sp = ucp_put_nbx(tp->peers[peer].ep, src, bytes, remote_addr, (ucp_rkey_h)rkey, &prm);
     track(tp, sp, req, peer, 0, bytes, 0);
     return MPCCL_OK;
+}
+
+static mpccl_status_t ucx_put(mpccl_transport_t *t, int peer, const void *src, size_t bytes,
+                              uint64_t remote_addr, void *rkey, mpccl_req_t *req)
+{
+    return put_common(t, peer, src, bytes, NULL, remote_addr, rkey, req);
+}
+
+static mpccl_status_t ucx_put_region(mpccl_transport_t *t, int peer, const void *src, size_t bytes, void *region,
+                                     uint64_t remote_addr, void *rkey, mpccl_req_t *req)
+{
+    return put_common(t, peer, src, bytes, region, remote_addr, rkey, req);
+}
+
+static mpccl_status_t ucx_fence(mpccl_transport_t *t)
+{
+    ucs_status_t us = ucp_worker_fence(((mpccl_ucx_tp_t *)t->impl)->worker);
+    return us == UCS_OK ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "ucp_worker_fence: %s", ucs_status_string(us));
 }
 
 /* Adds value to the 64-bit word at remote_addr (no result fetched).  UCX reads
@@ -671,6 +690,8 @@ static const struct mpccl_transport_ops ucx_ops = {
     .cancel = ucx_cancel,
     .close = ucx_close,
     .put = ucx_put,
+    .put_region = ucx_put_region,
+    .fence = ucx_fence,
     .atomic_add = ucx_atomic_add,
     .flush = ucx_flush,
     .drains = ucx_drains,

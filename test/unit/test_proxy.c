@@ -296,7 +296,7 @@ static mpccl_proxy_comm_t *os_attach(world_t *w, int me, mpccl_transport_t *t, i
     rx->me = me;
     rx->fail_at = fail_at;
     mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[me], w->split);
-    mpccl_proxy_os_t os = {test_deliver, rx, OS_SLOTS};
+    mpccl_proxy_os_t os = {.deliver = test_deliver, .ctx = rx, .nslots = OS_SLOTS};
     mpccl_proxy_comm_t *pc = NULL;
     mpccl_status_t st = mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
                                            links, &os, os_links, &pc);
@@ -317,7 +317,9 @@ static void os_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t 
     for (int i = 0; i < w->n; i++)
         if (w->remote[me][i])
             bound += 2 * (OS_SLOTS + (w->remote[me][i] == MPCCL_PROXY_REMOTE ? (size_t)w->nctas * w->nslots : 0)) * S +
-                     4096 + 1024; /* page rounding, flag words */
+                     /* split: the remote peers' one-sided data slots for GPU-direct puts */
+                     (w->split && w->remote[me][i] == MPCCL_PROXY_REMOTE ? OS_SLOTS * S : 0) +
+                     (w->split ? 2 : 1) * 4096 + 1024; /* page rounding (of both blocks), flag words */
     ck_assert_msg(staged <= bound, "rank %d: %zu bytes of staging, expected at most %zu", me, staged, bound);
     for (int i = 0; i < w->n; i++)
         if (w->remote[me][i]) {

@@ -154,7 +154,7 @@ static void wake_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_
     mpccl_proxy_comm_t *pc = NULL;
     if (me == 1) {
         mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[me], 0);
-        mpccl_proxy_os_t os = {wake_deliver, NULL, 8};
+        mpccl_proxy_os_t os = {.deliver = wake_deliver, .nslots = 8};
         ck_assert_int_eq(mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al,
                                             links, &os, os_links, &pc), MPCCL_OK);
     }

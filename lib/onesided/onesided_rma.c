@@ -1,0 +1,305 @@
+/* GPU-direct one-sided operations between nodes (onesided_rma.h).
+ *
+ * Registration (user threads, collective): the counters and each window are
+ * registered with ucp_mem_map on the registering thread, so UCX detects the
+ * memory there and never on the proxy thread, and every rank's address and
+ * packed remote key are allgathered.  Remote keys are unpacked on the proxy
+ * thread at their first use: they belong to the endpoints of the transport
+ * the proxy drives.  A released window's keys are kept until the proxy lets
+ * go of the transport (a put of the window may still be in UCX's hands), then
+ * destroyed (mpccl_os_rma_drop_keys).
+ *
+ * Signals: counter (ctx, sig, s) of a rank has one writer, rank s.  The
+ * source's proxy handles its pieces to a peer in order and counts the signals
+ * it sent on each counter, so it puts the counter's new value (after a fence
+ * that lands the data first) instead of an atomic add, which UCX may not
+ * offer on device memory. */
+#include "onesided/onesided_rma.h"
+
+#ifdef MPCCL_HAVE_CUDA
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/onesided_remote.h"
+#include "onesided/onesided_win.h"
+#include "ucx/ucx_rma.h"
+#include "util/config.h"
+#include "util/log.h"
+
+_Static_assert(MPCCL_OS_HDR_BYTES == MPCCL_PROXY_OS_DATA_OFFSET, "a piece's data follows its header");
+
+struct mpccl_os_rma {
+    ncclComm_t comm;
+    int on;                   /* decided at the signal area's setup, the same on every rank */
+    size_t per;               /* counters a rank owns per source: MPCCL_WIN_NCTX * MPCCL_WIN_NSIG */
+    mpccl_ucx_mem_t sig_mem;  /* this rank's counters */
+    uint64_t *peer_sig_addr;  /* [nranks] */
+    unsigned char *sig_keys;  /* allgathered blobs (sig_stride bytes each) */
+    size_t sig_stride;
+    void **peer_sig_rkey;     /* [nranks] unpacked by the proxy thread */
+    uint64_t *sent;           /* [nranks][per] signals sent on each counter (proxy thread) */
+    pthread_mutex_t grave_mu;
+    void **grave;             /* remote keys of released windows */
+    size_t ngrave, cap;
+};
+
+/* A rank's blob: whether it can (the signal area's only), its address, then
+ * its packed key. */
+typedef struct {
+    uint64_t can;
+    uint64_t addr;
+} blob_head_t;
+
+mpccl_status_t mpccl_os_rma_new(ncclComm_t comm, mpccl_os_rma_t **out)
+{
+    mpccl_os_rma_t *r = calloc(1, sizeof(*r));
+    if (!r) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the one-sided state");
+    r->comm = comm;
+    r->per = (size_t)MPCCL_WIN_NCTX * MPCCL_WIN_NSIG;
+    pthread_mutex_init(&r->grave_mu, NULL);
+    *out = r;
+    return MPCCL_OK;
+}
+
+int mpccl_os_rma_on(const mpccl_os_rma_t *r) { return r && r->on; }
+
+static void bury(mpccl_os_rma_t *r, void **keys)
+{
+    if (!keys) return;
+    pthread_mutex_lock(&r->grave_mu);
+    for (int i = 0; i < r->comm->nranks; i++) {
+        if (!keys[i]) continue;
+        if (r->ngrave == r->cap) {
+            size_t cap = r->cap ? 2 * r->cap : 64;
+            void **g = realloc(r->grave, cap * sizeof(*g));
+            if (!g) { /* leak the key rather than destroy it under the proxy */
+                MPCCL_WARN(MPCCL_SUB_P2P, "one-sided: out of memory keeping a remote key; it is leaked");
+                continue;
+            }
+            r->grave = g;
+            r->cap = cap;
+        }
+        r->grave[r->ngrave++] = keys[i];
+    }
+    pthread_mutex_unlock(&r->grave_mu);
+}
+
+void mpccl_os_rma_drop_keys(mpccl_os_rma_t *r)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->grave_mu);
+    for (size_t i = 0; i < r->ngrave; i++) mpccl_ucx_rkey_destroy(r->grave[i]);
+    r->ngrave = 0;
+    pthread_mutex_unlock(&r->grave_mu);
+}
+
+void mpccl_os_rma_free(mpccl_os_rma_t *r)
+{
+    if (!r) return;
+    mpccl_os_rma_sig_free(r);
+    mpccl_os_rma_drop_keys(r);
+    free(r->grave);
+    pthread_mutex_destroy(&r->grave_mu);
+    free(r);
+}
+
+/* Maps [addr, addr + bytes) when *can, and allgathers every rank's blob;
+ * *can becomes whether every rank could. */
+static mpccl_status_t map_and_share(ncclComm_t comm, void *addr, size_t bytes, int *can, mpccl_ucx_mem_t *mem,
+                                    unsigned char **all, size_t *stride)
+{
+    memset(mem, 0, sizeof(*mem));
+    if (*can && mpccl_ucx_mem_map(addr, bytes, mem) != MPCCL_OK) {
+        MPCCL_INFO(MPCCL_SUB_P2P, "one-sided: UCX cannot register %zu bytes at %p (above); staged puts", bytes, addr);
+        *can = 0;
+    }
+    size_t len = sizeof(blob_head_t) + (*can ? mem->packed_len : 0);
+    unsigned char *mine = calloc(1, len);
+    if (!mine) {
+        mpccl_ucx_mem_unmap(mem);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a remote key");
+    }
+    blob_head_t h = {(uint64_t)*can, (uint64_t)(uintptr_t)addr};
+    memcpy(mine, &h, sizeof(h));
+    if (*can) memcpy(mine + sizeof(h), mem->packed, mem->packed_len);
+    mpccl_status_t st = mpccl_win_allgather_blobs(comm, mine, len, all, stride);
+    free(mine);
+    if (st != MPCCL_OK) {
+        mpccl_ucx_mem_unmap(mem);
+        return st;
+    }
+    for (int i = 0; i < comm->nranks; i++) {
+        blob_head_t p;
+        memcpy(&p, *all + (size_t)i * *stride + sizeof(uint64_t), sizeof(p));
+        if (!p.can) *can = 0;
+    }
+    return MPCCL_OK;
+}
+
+static uint64_t blob_addr(const unsigned char *all, size_t stride, int i)
+{
+    blob_head_t p;
+    memcpy(&p, all + (size_t)i * stride + sizeof(uint64_t), sizeof(p));
+    return p.addr;
+}
+
+static const void *blob_key(const unsigned char *all, size_t stride, int i)
+{
+    return all + (size_t)i * stride + sizeof(uint64_t) + sizeof(blob_head_t);
+}
+
+mpccl_status_t mpccl_os_rma_sig_setup(ncclComm_t comm, mpccl_os_rma_t *r, mpccl_proxy_comm_t *pc, void *counters,
+                                      size_t bytes)
+{
+    if (comm->topo.nnodes < 2) return MPCCL_OK; /* every rank knows: no exchange */
+    const char *why = NULL;
+    int can = r != NULL && pc != NULL;
+    if (can && mpccl_config_int("ONESIDED_DIRECT") == 0) can = 0, why = "MPCCL_ONESIDED_DIRECT=0";
+    if (can && !mpccl_proxy_os_rma(pc, 0))
+        can = 0, why = "collectives between nodes are staged (MPCCL_GPU_DIRECT), or the transport has no puts";
+    mpccl_ucx_mem_t mem;
+    unsigned char *all = NULL;
+    size_t stride = 0;
+    int mine = can;
+    MPCCL_CHECK(map_and_share(comm, counters, bytes, &can, &mem, &all, &stride));
+    if (!can) {
+        mpccl_ucx_mem_unmap(&mem);
+        free(all);
+        MPCCL_INFO(MPCCL_SUB_P2P, "comm 0x%llx: one-sided operations between nodes: pinned host staging (%s)",
+                   (unsigned long long)comm->id, why ? why : mine ? "another rank cannot put GPU-direct" : "above");
+        return MPCCL_OK;
+    }
+    int n = comm->nranks;
+    r->peer_sig_addr = calloc((size_t)n, sizeof(uint64_t));
+    r->peer_sig_rkey = calloc((size_t)n, sizeof(void *));
+    r->sent = calloc((size_t)n * r->per, sizeof(uint64_t));
+    mpccl_status_t st = r->peer_sig_addr && r->peer_sig_rkey && r->sent
+                            ? MPCCL_OK
+                            : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the one-sided state of %d ranks", n);
+    st = mpccl_win_agree(comm, st, "one-sided setup");
+    if (st != MPCCL_OK) {
+        r->sig_mem = mem;
+        r->sig_keys = all;
+        mpccl_os_rma_sig_free(r);
+        return st;
+    }
+    for (int i = 0; i < n; i++) r->peer_sig_addr[i] = blob_addr(all, stride, i);
+    r->sig_mem = mem;
+    r->sig_keys = all;
+    r->sig_stride = stride;
+    r->on = 1;
+    mpccl_proxy_os_rma(pc, 1);
+    MPCCL_INFO(MPCCL_SUB_P2P, "comm 0x%llx: one-sided operations between nodes: GPU-direct UCX puts into the "
+               "peers' windows and counters", (unsigned long long)comm->id);
+    return MPCCL_OK;
+}
+
+void mpccl_os_rma_sig_free(mpccl_os_rma_t *r)
+{
+    if (!r) return;
+    bury(r, r->peer_sig_rkey);
+    free(r->peer_sig_rkey);
+    free(r->peer_sig_addr);
+    free(r->sig_keys);
+    free(r->sent);
+    r->peer_sig_rkey = NULL;
+    r->peer_sig_addr = NULL;
+    r->sig_keys = NULL;
+    r->sent = NULL;
+    mpccl_ucx_mem_unmap(&r->sig_mem);
+    r->on = 0;
+}
+
+mpccl_status_t mpccl_os_rma_win_setup(mpccl_os_rma_t *r, struct mpccl_win *w)
+{
+    ncclComm_t comm = r->comm;
+    int can = 1;
+    unsigned char *all = NULL;
+    size_t stride = 0;
+    mpccl_ucx_mem_t mem;
+    MPCCL_CHECK(map_and_share(comm, w->base, w->size, &can, &mem, &all, &stride));
+    int n = comm->nranks;
+    w->peer_addr = calloc((size_t)n, sizeof(uint64_t));
+    w->peer_rkey = calloc((size_t)n, sizeof(void *));
+    mpccl_status_t st = !can ? mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommWindowRegister: a rank could not register its "
+                                          "window with UCX for puts from other nodes (its log says why)")
+                        : w->peer_addr && w->peer_rkey ? MPCCL_OK
+                        : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a window of %d ranks", n);
+    st = mpccl_win_agree(comm, st, "ncclCommWindowRegister");
+    w->mem = mem;
+    w->peer_keys = all;
+    w->key_stride = stride;
+    if (st != MPCCL_OK) {
+        mpccl_os_rma_win_free(r, w);
+        return st;
+    }
+    for (int i = 0; i < n; i++) w->peer_addr[i] = blob_addr(all, stride, i);
+    return MPCCL_OK;
+}
+
+void mpccl_os_rma_win_free(mpccl_os_rma_t *r, struct mpccl_win *w)
+{
+    if (r) bury(r, w->peer_rkey);
+    free(w->peer_rkey);
+    free(w->peer_addr);
+    free(w->peer_keys);
+    w->peer_rkey = NULL;
+    w->peer_addr = NULL;
+    w->peer_keys = NULL;
+    mpccl_ucx_mem_unmap(&w->mem);
+}
+
+/* *slot, unpacked from blob i of all on the endpoint to peer when not yet. */
+static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride)
+{
+    if (*slot) return 1;
+    return mpccl_ucx_rkey_unpack(r->comm->transport, peer, blob_key(all, stride, peer), slot) == MPCCL_OK ? 1 : -1;
+}
+
+int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t len, mpccl_proxy_rma_t *out)
+{
+    const mpccl_os_msg_hdr_t *h = hdr;
+    ncclComm_t comm = r->comm;
+    mpccl_win_state_t *ws = __atomic_load_n(&comm->win, __ATOMIC_ACQUIRE);
+    if (!r->on || !ws)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "one-sided: a GPU-direct put to rank %d without its setup", peer), -1;
+    if (len < MPCCL_OS_HDR_BYTES || h->magic != MPCCL_OS_MSG_MAGIC || h->bytes != len - MPCCL_OS_HDR_BYTES)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "one-sided: a malformed piece to rank %d", peer), -1;
+    memset(out, 0, sizeof(*out));
+    if (h->sig) {
+        uint64_t idx = h->sig - 1;
+        int n = comm->nranks;
+        if (idx >= r->per * (uint64_t)n || (int)(idx % (uint64_t)n) != comm->rank)
+            return mpccl_fail(MPCCL_ERR_INTERNAL, "one-sided: signal counter %llu of rank %d is not this rank's",
+                              (unsigned long long)idx, peer), -1;
+        if (rkey_of(r, peer, &r->peer_sig_rkey[peer], r->sig_keys, r->sig_stride) < 0) return -1;
+        out->sig_rkey = r->peer_sig_rkey[peer];
+        out->sig_addr = r->peer_sig_addr[peer] + idx * sizeof(uint64_t);
+        out->sig_value = ++r->sent[(size_t)peer * r->per + idx / (uint64_t)n];
+    }
+    if (h->bytes == 0) return 1;
+    int found = 0;
+    pthread_mutex_lock(&ws->lock); /* against a deregistration (its keys go to the grave) */
+    for (struct mpccl_win *w = ws->wins; w && !found; w = w->next) {
+        if (w->id != h->win_id) continue;
+        found = w->peer_rkey == NULL ? -1
+              : h->offset > w->peer_size[peer] || h->bytes > w->peer_size[peer] - h->offset ? -2
+              : rkey_of(r, peer, &w->peer_rkey[peer], w->peer_keys, w->key_stride) < 0 ? -3
+              : 1;
+        if (found == 1) {
+            out->data_rkey = w->peer_rkey[peer];
+            out->data_addr = w->peer_addr[peer] + h->offset;
+            out->data_bytes = h->bytes;
+        }
+    }
+    pthread_mutex_unlock(&ws->lock);
+    if (found == 1) return 1;
+    if (found != -3)
+        mpccl_fail(MPCCL_ERR_USAGE, "one-sided: rank %d put %u bytes at offset %llu into window #%u of rank %d, %s",
+                   comm->rank, h->bytes, (unsigned long long)h->offset, h->win_id, peer,
+                   found == -2 ? "past the end of that rank's window"
+                               : "which this rank deregistered before the put left (or never registered)");
+    return -1;
+}
+#endif
