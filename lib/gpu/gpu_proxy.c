@@ -347,6 +347,7 @@ static int detach_step(mpccl_proxy_comm_t *pc, int mode)
 static int has_work(mpccl_proxy_comm_t *pc)
 {
     if (__atomic_load_n(&pc->detach_req, __ATOMIC_SEQ_CST) != DETACH_NONE) return 1;
+    if (__atomic_load_n(&pc->call_fn, __ATOMIC_SEQ_CST) && !pc->call_done) return 1;
     if (pc->failed) return 0;
     if (!pc->started) return 1;
     for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
@@ -453,6 +454,21 @@ static void backoff(backoff_t *b, int act, mpccl_proxy_comm_t **snap, size_t nsn
     nanosleep(&ts, NULL);
 }
 
+/* A call a user thread asked for (mpccl_proxy_run), on this thread. */
+static int run_call(mpccl_proxy_comm_t *pc)
+{
+    int (*fn)(void *) = __atomic_load_n(&pc->call_fn, __ATOMIC_ACQUIRE);
+    if (fn == NULL || pc->call_done) return 0;
+    if (pc->slots && pc->alloc.bind) pc->alloc.bind(pc->alloc.ctx);
+    int r = fn(pc->call_arg);
+    pthread_mutex_lock(&P.lock);
+    pc->call_ret = r;
+    pc->call_done = 1;
+    pthread_cond_broadcast(&P.cv);
+    pthread_mutex_unlock(&P.lock);
+    return 1;
+}
+
 static void *proxy_main(void *arg)
 {
     (void)arg;
@@ -482,6 +498,7 @@ static void *proxy_main(void *arg)
         int act = 0;
         for (size_t i = 0; i < nsnap; i++) {
             mpccl_proxy_comm_t *pc = snap[i];
+            act += run_call(pc);
             int mode = __atomic_load_n(&pc->detach_req, __ATOMIC_ACQUIRE);
             act += mode != DETACH_NONE ? detach_step(pc, mode) : serve(pc);
         }
@@ -583,8 +600,9 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     size_t per = (size_t)nctas * nslots + os_nslots;
     /* A one-sided-only peer's staging holds the one-sided channel alone. */
     int split = alloc->alloc_slots != NULL;
-    layout_t l = mpccl_proxy_layout(nchan, (size_t)nctas * nslots, os_nslots, slot_bytes, split);
-    layout_t l_os = mpccl_proxy_layout(1, 0, os_nslots, slot_bytes, split);
+    int os_dev = os && os->rma_slots;
+    layout_t l = mpccl_proxy_layout(nchan, (size_t)nctas * nslots, os_nslots, slot_bytes, split, os_dev);
+    layout_t l_os = mpccl_proxy_layout(1, 0, os_nslots, slot_bytes, split, 0);
     mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
     if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
     if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
@@ -704,6 +722,27 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
         P.running = 0;
     }
     pthread_mutex_unlock(&P.life);
+}
+
+int mpccl_proxy_run(mpccl_proxy_comm_t *pc, int (*fn)(void *), void *arg)
+{
+    if (pc == NULL || fn == NULL) return -1;
+    if (pc->npeers == 0) return fn(arg); /* no thread: nobody else drives the transport */
+    pthread_mutex_lock(&P.lock);
+    while (pc->call_fn && !pc->detached) pthread_cond_wait(&P.cv, &P.lock); /* one call at a time */
+    int r = -1;
+    if (!pc->detached) {
+        pc->call_arg = arg;
+        pc->call_done = 0;
+        __atomic_store_n(&pc->call_fn, fn, __ATOMIC_SEQ_CST);
+        mpccl_proxy_wake();
+        while (!pc->call_done && !pc->detached) pthread_cond_wait(&P.cv, &P.lock);
+        r = pc->call_done ? pc->call_ret : -1;
+        __atomic_store_n(&pc->call_fn, NULL, __ATOMIC_SEQ_CST);
+        pthread_cond_broadcast(&P.cv);
+    }
+    pthread_mutex_unlock(&P.lock);
+    return r;
 }
 
 void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches)

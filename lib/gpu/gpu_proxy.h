@@ -103,6 +103,7 @@ typedef struct mpccl_proxy_os {
     int (*rma_target)(void *ctx, int peer, const void *hdr, uint32_t len, struct mpccl_proxy_rma *out);
     void *ctx;
     uint32_t nslots; /* slots of the channel per peer, a power of two (0: as many as a CTA's) */
+    int rma_slots;   /* with alloc_slots: device data slots for GPU-direct puts (mpccl_proxy_os_rma) */
 } mpccl_proxy_os_t;
 
 
@@ -124,8 +125,8 @@ enum {
  * (required by MPCCL_PROXY_ONESIDED_ONLY peers) and fills os_links[i] (nranks
  * entries) for every peer the proxy serves: its tx_* views
  * (arrays of one channel: tx_ready/tx_len [os->nslots], tx_ack one word) and,
- * with alloc_slots and MPCCL_PROXY_REMOTE peers, rx_slots: the device data
- * slots of GPU-direct puts (NULL otherwise).  Local:
+ * with alloc_slots, os->rma_slots and MPCCL_PROXY_REMOTE peers, rx_slots: the
+ * device data slots of GPU-direct puts (NULL otherwise).  Local:
  * no communication with the peers here; pieces a peer sends before this rank
  * attached wait in the transport. */
 mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
@@ -142,6 +143,12 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
  * transport with put_region and fence; returns 0 (and changes nothing) where
  * not.  on = 1 asks for it: call before the first put, every peer alike. */
 int mpccl_proxy_os_rma(mpccl_proxy_comm_t *pc, int on);
+
+/* Runs fn(arg) on the proxy thread, which owns pc's transport (a remote key
+ * must be unpacked on its endpoints there), at its next pass, and returns
+ * fn's result once it ran; -1 when pc detached first.  A user thread's call;
+ * fn must not wait for the device (the proxy serves nothing meanwhile). */
+int mpccl_proxy_run(mpccl_proxy_comm_t *pc, int (*fn)(void *), void *arg);
 
 /* Stops serving pc, cancels its pre-posted receives, frees its staging and pc;
  * stops the thread when pc was the last communicator.  force = 0: first waits

@@ -78,6 +78,9 @@ struct mpccl_proxy_comm {
     /* Shared, under the global lock (or atomic). */
     int detach_req;    /* DETACH_*: set by mpccl_proxy_detach */
     int detached;      /* the proxy thread let go of pc */
+    int (*call_fn)(void *); /* mpccl_proxy_run: the call to make (atomic), its argument and result */
+    void *call_arg;
+    int call_ret, call_done;
     mpccl_status_t error;
     mpccl_proxy_comm_t *next;
 };
@@ -123,8 +126,10 @@ int mpccl_proxy_serve_os_rma(mpccl_proxy_comm_t *pc, proxy_peer_t *pe);
 int mpccl_proxy_os_rma_pending(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int cancel);
 
 /* The layout of a peer's staging with nchan channels, ncta_slots CTA slots
- * and nos_slots one-sided slots (split: the CTAs' slots in the slot block). */
-layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots, uint32_t slot_bytes, int split);
+ * and nos_slots one-sided slots (split: the CTAs' slots in the slot block,
+ * and with os_dev the one-sided data slots of GPU-direct puts after them). */
+layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots, uint32_t slot_bytes, int split,
+                            int os_dev);
 /* Fills pe's host views and the device link(s) of peer k, whose staging starts
  * off bytes into the block (host and device views) and its CTAs' slots soff
  * bytes into the slot block (when split), following layout l. */

@@ -6,7 +6,7 @@
 
 
 layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots, uint32_t slot_bytes,
-                            int split)
+                            int split, int os_dev)
 {
     layout_t l;
     size_t nslot_total = ncta_slots + nos_slots;
@@ -19,7 +19,7 @@ layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots,
         l.cta_tx = 0;
         l.cta_rx = cta;
         l.os_dev = 2 * cta;
-        l.dev_bytes = ALIGN_UP(2 * cta + os, 4096);
+        l.dev_bytes = ALIGN_UP(2 * cta + (os_dev ? os : 0), 4096);
     } else {
         l.cta_tx = end;
         l.cta_rx = end + cta;
@@ -59,7 +59,7 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
     pe->rx_ack = (volatile uint32_t *)(h + l->rx_ack);
     pe->os_rx_dev = d + l->os_rx;
     /* A one-sided-only peer (first_chan set already) has no slot block. */
-    pe->os_tx_dev = split && pe->first_chan == 0 ? split + l->os_dev : NULL;
+    pe->os_tx_dev = split && pe->first_chan == 0 && pc->os.rma_slots ? split + l->os_dev : NULL;
     pe->rx_ack_dev = (volatile uint32_t *)(d + l->rx_ack);
     pe->chan = pc->chans + (size_t)k * pc->nchan;
     pe->tx_req = pc->reqs + (size_t)k * 2 * per;

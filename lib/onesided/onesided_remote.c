@@ -171,6 +171,7 @@ mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t
     }
     os->deliver = deliver;
     os->rma_target = rma_target;
+    os->rma_slots = mpccl_os_rma_wanted();
     os->ctx = r;
     os->nslots = r->nslots;
     *links = r->links;

@@ -23,6 +23,7 @@
 
 #include "kernels/onesided_remote.h"
 #include "onesided/onesided_win.h"
+#include "ucx/ucx.h"
 #include "ucx/ucx_rma.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -31,6 +32,7 @@ _Static_assert(MPCCL_OS_HDR_BYTES == MPCCL_PROXY_OS_DATA_OFFSET, "a piece's data
 
 struct mpccl_os_rma {
     ncclComm_t comm;
+    mpccl_proxy_comm_t *pc;   /* the proxy that carries the puts */
     int on;                   /* decided at the signal area's setup, the same on every rank */
     size_t per;               /* counters a rank owns per source: MPCCL_WIN_NCTX * MPCCL_WIN_NSIG */
     mpccl_ucx_mem_t sig_mem;  /* this rank's counters */
@@ -63,6 +65,27 @@ mpccl_status_t mpccl_os_rma_new(ncclComm_t comm, mpccl_os_rma_t **out)
 }
 
 int mpccl_os_rma_on(const mpccl_os_rma_t *r) { return r && r->on; }
+
+/* Without a NIC that writes GPU memory itself, UCX puts into device memory
+ * through TCP (emulated: 0.4 GB/s against 4.7 staged) or, between processes
+ * of one machine, cuda_ipc, whose key unpacking and copies are CUDA calls on
+ * the proxy thread (doc/ONESIDED.md): auto leaves both to the staged channel. */
+static const char *refusal(void)
+{
+    const char *mode = mpccl_config_str("ONESIDED_DIRECT");
+    if (mode && strcmp(mode, "0") == 0) return "MPCCL_ONESIDED_DIRECT=0";
+    if (mode && strcmp(mode, "1") == 0) return NULL;
+    if (mode && strcmp(mode, "auto") != 0) {
+        static int warned;
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            MPCCL_WARN(MPCCL_SUB_P2P, "MPCCL_ONESIDED_DIRECT=%s is not 0, 1 or auto; using auto", mode);
+    }
+    return mpccl_ucx_gdr_nic() ? NULL
+                               : "MPCCL_ONESIDED_DIRECT=auto and no network device of UCX reads GPU memory (GPUDirect "
+                                 "RDMA)";
+}
+
+int mpccl_os_rma_wanted(void) { return refusal() == NULL; }
 
 static void bury(mpccl_os_rma_t *r, void **keys)
 {
@@ -137,6 +160,39 @@ static mpccl_status_t map_and_share(ncclComm_t comm, void *addr, size_t bytes, i
     return MPCCL_OK;
 }
 
+/* *slot, unpacked from blob i of all on the endpoint to peer when not yet. */
+static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride);
+
+/* Unpacks the keys of every peer on another node: on the proxy thread
+ * (mpccl_proxy_run), while the registration waits.  UCX may make CUDA calls
+ * to unpack a key (cuda_ipc maps the peer's memory); made at the first put
+ * instead, they could wait for kernels that wait for that very put. */
+typedef struct {
+    mpccl_os_rma_t *r;
+    struct mpccl_win *w; /* NULL: the counters */
+} unpack_job_t;
+
+static int unpack_all(void *arg)
+{
+    unpack_job_t *j = arg;
+    ncclComm_t comm = j->r->comm;
+    for (int i = 0; i < comm->nranks; i++) {
+        if (comm->topo.node_of[i] == comm->topo.node_of[comm->rank]) continue;
+        int ok = j->w ? rkey_of(j->r, i, &j->w->peer_rkey[i], j->w->peer_keys, j->w->key_stride)
+                      : rkey_of(j->r, i, &j->r->peer_sig_rkey[i], j->r->sig_keys, j->r->sig_stride);
+        if (ok < 0) return -1;
+    }
+    return 0;
+}
+
+static mpccl_status_t unpack_now(mpccl_os_rma_t *r, struct mpccl_win *w, const char *what)
+{
+    unpack_job_t j = {r, w};
+    if (mpccl_proxy_run(r->pc, unpack_all, &j) == 0) return MPCCL_OK;
+    return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: the remote keys of the peers on other nodes could not be unpacked "
+                      "(above)", what);
+}
+
 static uint64_t blob_addr(const unsigned char *all, size_t stride, int i)
 {
     blob_head_t p;
@@ -153,9 +209,8 @@ mpccl_status_t mpccl_os_rma_sig_setup(ncclComm_t comm, mpccl_os_rma_t *r, mpccl_
                                       size_t bytes)
 {
     if (comm->topo.nnodes < 2) return MPCCL_OK; /* every rank knows: no exchange */
-    const char *why = NULL;
-    int can = r != NULL && pc != NULL;
-    if (can && mpccl_config_int("ONESIDED_DIRECT") == 0) can = 0, why = "MPCCL_ONESIDED_DIRECT=0";
+    const char *why = r != NULL && pc != NULL ? refusal() : "this rank has no proxy";
+    int can = why == NULL;
     if (can && !mpccl_proxy_os_rma(pc, 0))
         can = 0, why = "collectives between nodes are staged (MPCCL_GPU_DIRECT), or the transport has no puts";
     mpccl_ucx_mem_t mem;
@@ -188,6 +243,12 @@ mpccl_status_t mpccl_os_rma_sig_setup(ncclComm_t comm, mpccl_os_rma_t *r, mpccl_
     r->sig_mem = mem;
     r->sig_keys = all;
     r->sig_stride = stride;
+    r->pc = pc;
+    st = mpccl_win_agree(comm, unpack_now(r, NULL, "one-sided setup"), "one-sided setup");
+    if (st != MPCCL_OK) {
+        mpccl_os_rma_sig_free(r);
+        return st;
+    }
     r->on = 1;
     mpccl_proxy_os_rma(pc, 1);
     MPCCL_INFO(MPCCL_SUB_P2P, "comm 0x%llx: one-sided operations between nodes: GPU-direct UCX puts into the "
@@ -235,7 +296,9 @@ mpccl_status_t mpccl_os_rma_win_setup(mpccl_os_rma_t *r, struct mpccl_win *w)
         return st;
     }
     for (int i = 0; i < n; i++) w->peer_addr[i] = blob_addr(all, stride, i);
-    return MPCCL_OK;
+    st = mpccl_win_agree(comm, unpack_now(r, w, "ncclCommWindowRegister"), "ncclCommWindowRegister");
+    if (st != MPCCL_OK) mpccl_os_rma_win_free(r, w);
+    return st;
 }
 
 void mpccl_os_rma_win_free(mpccl_os_rma_t *r, struct mpccl_win *w)
@@ -250,7 +313,6 @@ void mpccl_os_rma_win_free(mpccl_os_rma_t *r, struct mpccl_win *w)
     mpccl_ucx_mem_unmap(&w->mem);
 }
 
-/* *slot, unpacked from blob i of all on the endpoint to peer when not yet. */
 static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride)
 {
     if (*slot) return 1;

@@ -28,6 +28,10 @@ mpccl_status_t mpccl_os_rma_new(ncclComm_t comm, mpccl_os_rma_t **out);
 void mpccl_os_rma_drop_keys(mpccl_os_rma_t *r);
 /* After mpccl_os_rma_drop_keys.  Safe on NULL. */
 void mpccl_os_rma_free(mpccl_os_rma_t *r);
+/* Whether the settings ask for GPU-direct puts here (MPCCL_ONESIDED_DIRECT,
+ * and for auto a NIC that writes GPU memory): the proxy then gets device data
+ * slots for them. */
+int mpccl_os_rma_wanted(void);
 /* Whether puts go GPU-direct (decided by mpccl_os_rma_sig_setup). */
 int mpccl_os_rma_on(const mpccl_os_rma_t *r);
 

@@ -144,10 +144,11 @@ static mpccl_setting_t settings[] = {
     {"PROXY_SLEEP_US", NULL, "100",
      "then, while a launch it serves is unfinished, its longest sleep between polls (doubling from 1 us); with "
      "none in flight it sleeps until a launch or the network wakes it", NULL, NULL},
-    {"ONESIDED_DIRECT", NULL, "1",
-     "one-sided puts between nodes: 1 puts them with UCX straight from device memory into the target's window "
-     "wherever collectives between nodes go GPU-direct (MPCCL_GPU_DIRECT) on every rank; 0 keeps the staged "
-     "one-sided channel (doc/ONESIDED.md)", NULL, NULL},
+    {"ONESIDED_DIRECT", NULL, "auto",
+     "one-sided puts between nodes: 1 puts them with UCX from device memory straight into the target's window "
+     "wherever collectives between nodes go GPU-direct (MPCCL_GPU_DIRECT) on every rank, auto only where besides "
+     "a NIC of UCX writes GPU memory itself (GPUDirect RDMA), 0 never (the staged one-sided channel; "
+     "doc/ONESIDED.md)", NULL, NULL},
     {"PROXY_OS_SLOTS", NULL, "16",
      "one-sided puts to each peer on another node: slots (of MPCCL_GPU_SLOT_BYTES) in flight, a power of two 1..256",
      NULL, NULL},

@@ -128,6 +128,13 @@ static void put_all(world_t *w, int me, mpccl_proxy_comm_t *pc, const mpccl_dev_
     kernel_done(pc, MPCCL_PROXY_WORK_PUT, &w->launches[me][MPCCL_PROXY_WORK_PUT]);
 }
 
+/* mpccl_proxy_run: a call on the proxy thread, its result returned. */
+static int on_proxy(void *arg)
+{
+    *(pthread_t *)arg = pthread_self();
+    return 7;
+}
+
 static void rma_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
 {
     side_t *s = &sides[me];
@@ -139,7 +146,8 @@ static void rma_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t
     memset(os_links, 0, sizeof(os_links));
     for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
     mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[me], w->split);
-    mpccl_proxy_os_t os = {.deliver = refuse_deliver, .rma_target = test_rma_target, .ctx = s, .nslots = OS_SLOTS};
+    mpccl_proxy_os_t os = {
+        .deliver = refuse_deliver, .rma_target = test_rma_target, .ctx = s, .nslots = OS_SLOTS, .rma_slots = 1};
     mpccl_proxy_comm_t *pc = NULL;
     ck_assert_msg(mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al, links,
                                      &os, os_links, &pc) == MPCCL_OK,
@@ -167,6 +175,9 @@ static void rma_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t
     memcpy(k->win_key, wm.packed, wm.packed_len);
     memcpy(k->sig_key, sm.packed, sm.packed_len);
     ck_assert_int_eq(mpccl_bootstrap_allgather(bs, s->keys, sizeof(rank_keys_t)), MPCCL_OK);
+    pthread_t ran_on = pthread_self();
+    ck_assert_int_eq(mpccl_proxy_run(pc, on_proxy, &ran_on), 7);
+    ck_assert(!pthread_equal(ran_on, pthread_self()));
     ck_assert_int_eq(mpccl_proxy_os_rma(pc, 1), 1);
     mpccl_bootstrap_barrier(bs); /* every rank put its proxy in GPU-direct mode */
     double end = now_s() + 60;
