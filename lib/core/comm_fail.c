@@ -12,6 +12,7 @@
 #include "core/comm_fail.h"
 #include "core/comm_hier.h"
 #include "core/peer_watch.h"
+#include "core/shrink_door.h"
 #include "util/config.h"
 #include "util/log.h"
 
@@ -28,6 +29,7 @@ struct mpccl_fail_state {
     int revoke_sent;
     int watched;
     int death_pending; /* atomic: 1 + the rank the watcher saw die, not yet a failure (host) */
+    int door_fd;       /* this rank's door for ncclCommShrink, or -1 */
 };
 
 /* FNV-1a over the identity of this machine as pidfd_open sees it: hostname,
@@ -89,6 +91,7 @@ static mpccl_status_t status_of(ncclResult_t err)
 static void free_state(mpccl_fail_state_t *f)
 {
     if (!f) return;
+    mpccl_shrink_door_close(&f->door_fd);
     free(f->peers);
     free(f->same_machine);
     free(f->dead);
@@ -103,6 +106,7 @@ mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm)
     int n = comm->nranks;
     mpccl_fail_state_t *f = calloc(1, sizeof(*f));
     if (f) {
+        f->door_fd = -1;
         pthread_mutex_init(&f->mu, NULL);
         f->peers = calloc((size_t)n, sizeof(*f->peers));
         f->same_machine = calloc((size_t)n, 1);
@@ -117,6 +121,7 @@ mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm)
     mpccl_peer_info_t *me = &f->peers[comm->rank];
     me->pid = (int32_t)getpid();
     me->machine = machine_id(me->host, sizeof(me->host));
+    if (n > 1) mpccl_shrink_door_open(&f->door_fd, &me->door);
     mpccl_status_t st = mpccl_bootstrap_allgather(&comm->bs, f->peers, sizeof(*f->peers));
     if (st != MPCCL_OK) {
         free_state(f);
@@ -130,6 +135,15 @@ mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm)
     f->revoke_word = comm->id; /* peers check it names their communicator */
     comm->fail = f;
     return MPCCL_OK;
+}
+
+int mpccl_comm_door_fd(ncclComm_t comm) { return comm->fail ? comm->fail->door_fd : -1; }
+
+const mpccl_sockaddr_t *mpccl_comm_door_addr(ncclComm_t comm, int peer)
+{
+    if (!comm->fail || peer < 0 || peer >= comm->nranks) return NULL;
+    const mpccl_sockaddr_t *a = &comm->fail->peers[peer].door;
+    return mpccl_shrink_door_valid(a) ? a : NULL;
 }
 
 const unsigned char *mpccl_comm_same_machine(ncclComm_t comm)

@@ -7,6 +7,7 @@
 #define MPCCL_COMM_FAIL_H
 
 #include <stdint.h>
+#include "bootstrap/bootstrap_net.h"
 #include "core/comm.h"
 #include "util/status.h"
 
@@ -17,6 +18,7 @@ typedef struct mpccl_peer_info {
     uint32_t reserved;
     uint64_t machine; /* the real machine (hostname, boot id, pid namespace): never MPCCL_HOSTID */
     char host[48];
+    mpccl_sockaddr_t door;  /* where ncclCommShrink hands it an id (core/shrink_door.h); zero: nowhere */
 } mpccl_peer_info_t;
 
 typedef struct mpccl_fail_state mpccl_fail_state_t;
@@ -24,6 +26,10 @@ typedef struct mpccl_fail_state mpccl_fail_state_t;
 /* Collective over comm->bs (before the transport exists): exchanges peer
  * information and allocates comm->fail. */
 mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm);
+/* ncclCommShrink's doors (core/shrink_door.h): this rank's listening socket
+ * (-1: none), and peer's address (NULL: it has none). */
+int mpccl_comm_door_fd(ncclComm_t comm);
+const mpccl_sockaddr_t *mpccl_comm_door_addr(ncclComm_t comm, int peer);
 /* Per peer: 1 when it runs on this machine (the peer watcher sees it die), so
  * the transport may use shared memory to it.  NULL before setup. */
 const unsigned char *mpccl_comm_same_machine(ncclComm_t comm);

@@ -4,15 +4,18 @@
 #include "core/comm_fail.h"
 #include "core/comm_init.h"
 #include "core/group.h"
+#include "core/shrink_door.h"
 #include "core/tags.h"
 #include "util/log.h"
 
 /* The excluded ranks may be dead, so nothing collective over the parent can
- * be used: the lowest surviving rank makes the child's bootstrap id and sends
- * it to every other survivor over the parent's transport (point to point,
- * never touching an excluded rank); then the survivors join that bootstrap as
- * ncclCommInitRank does, in parent order.  The tag is reserved: the proxy's
- * tag space with a CTA index no launch uses (core/tags.h). */
+ * be used: the lowest surviving rank makes the child's bootstrap id and hands
+ * it to every other survivor at its door, a socket each rank listens on from
+ * setup (core/shrink_door.h), never touching an excluded rank; then the
+ * survivors join that bootstrap as ncclCommInitRank does, in parent order.
+ * Where a rank has no door, the id goes over the parent's transport instead,
+ * with a reserved tag: the proxy's tag space with a CTA index no launch uses
+ * (core/tags.h). */
 
 /* Waits for req, exchanged with peer; gives up when peer dies meanwhile. */
 static mpccl_status_t wait_req(ncclComm_t comm, int peer, mpccl_req_t *req)
@@ -46,10 +49,18 @@ static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
     if (parent->rank == root) {
         MPCCL_CHECK(mpccl_socket_get_unique_id(job->id.internal));
         for (int i = 1; i < job->nranks && st == MPCCL_OK; i++) {
+            int peer = job->survivors[i];
+            const mpccl_sockaddr_t *door = mpccl_comm_door_addr(parent, peer);
+            if (door && mpccl_comm_door_fd(parent) >= 0) {
+                st = mpccl_shrink_door_send(parent, peer, door, &job->id, sizeof(job->id));
+                continue;
+            }
             mpccl_req_t req = {0};
-            st = t->ops->isend(t, job->survivors[i], mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);
-            if (st == MPCCL_OK) st = wait_req(parent, job->survivors[i], &req);
+            st = t->ops->isend(t, peer, mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);
+            if (st == MPCCL_OK) st = wait_req(parent, peer, &req);
         }
+    } else if (mpccl_comm_door_fd(parent) >= 0 && mpccl_comm_door_addr(parent, root)) {
+        st = mpccl_shrink_door_recv(parent, mpccl_comm_door_fd(parent), root, &job->id, sizeof(job->id));
     } else {
         mpccl_req_t req = {0};
         st = t->ops->irecv(t, root, mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);

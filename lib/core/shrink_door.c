@@ -1,0 +1,109 @@
+/* ncclCommShrink's id exchange over each rank's door (shrink_door.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/comm_fail.h"
+#include "core/shrink_door.h"
+#include "util/log.h"
+
+#define DOOR_MAGIC 0x5348524b444f4f52ULL /* "SHRKDOOR" */
+#define DOOR_ID_MAX 128
+#define DOOR_POLL_MS 100      /* between checks for an abort or the root's death */
+#define DOOR_MESSAGE_MS 10000 /* a connection that has begun delivers within this */
+
+typedef struct {
+    uint64_t magic; /* DOOR_MAGIC ^ the communicator's id */
+    int32_t root;   /* the sender's rank in the parent */
+    uint32_t len;
+    unsigned char id[DOOR_ID_MAX];
+} door_msg_t;
+
+void mpccl_shrink_door_open(int *fd, mpccl_sockaddr_t *addr)
+{
+    *fd = -1;
+    memset(addr, 0, sizeof(*addr));
+    mpccl_sockaddr_t where;
+    char ifname[32];
+    if (mpccl_socket_find_interface(&where, ifname, sizeof(ifname)) != MPCCL_OK ||
+        mpccl_socket_listen(&where, fd, addr) != MPCCL_OK) {
+        MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: no listening socket (%s); a shrink will share its id over "
+                   "the transport", mpccl_last_error());
+        mpccl_socket_close(fd);
+        *fd = -1;
+        memset(addr, 0, sizeof(*addr));
+    }
+}
+
+void mpccl_shrink_door_close(int *fd) { mpccl_socket_close(fd); }
+
+int mpccl_shrink_door_valid(const mpccl_sockaddr_t *a) { return mpccl_sockaddr_len(a) != 0; }
+
+mpccl_status_t mpccl_shrink_door_send(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const void *id,
+                                      size_t len)
+{
+    if (len > DOOR_ID_MAX) return mpccl_fail(MPCCL_ERR_INTERNAL, "ncclCommShrink: an id of %zu bytes", len);
+    door_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.magic = DOOR_MAGIC ^ comm->id;
+    m.root = comm->rank;
+    m.len = (uint32_t)len;
+    memcpy(m.id, id, len);
+    char what[64];
+    snprintf(what, sizeof(what), "the shrink's id to rank %d", peer);
+    /* The door has listened since setup: a live peer's kernel takes the
+     * connection at once; a dead one refuses it. */
+    int64_t now = mpccl_socket_now_ms();
+    int fd = -1, e = mpccl_socket_connect(to, now + DOOR_MESSAGE_MS, now + 1000, &fd);
+    if (e != 0)
+        return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: cannot reach rank %d to hand it the new "
+                          "communicator (%s): it died during the shrink (exclude it too)", peer, strerror(e));
+    mpccl_status_t st = mpccl_socket_send_all(fd, &m, sizeof(m), mpccl_socket_now_ms() + DOOR_MESSAGE_MS, what);
+    mpccl_socket_close(&fd);
+    return st;
+}
+
+/* One connection at the door: 1 when it carried root's id, 0 when it was
+ * someone else's (dropped). */
+static int take(ncclComm_t comm, int c, int root, void *id, size_t len)
+{
+    door_msg_t m;
+    char what[64];
+    snprintf(what, sizeof(what), "the shrink's id from rank %d", root);
+    mpccl_status_t st = mpccl_socket_recv_all(c, &m, sizeof(m), mpccl_socket_now_ms() + DOOR_MESSAGE_MS, what);
+    if (st != MPCCL_OK || m.magic != (DOOR_MAGIC ^ comm->id) || m.root != root || m.len != len) {
+        MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: dropped a connection at the door that is not rank %d's for "
+                   "comm 0x%llx", root, (unsigned long long)comm->id);
+        return 0;
+    }
+    memcpy(id, m.id, len);
+    return 1;
+}
+
+mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, void *id, size_t len)
+{
+    if (len > DOOR_ID_MAX) return mpccl_fail(MPCCL_ERR_INTERNAL, "ncclCommShrink: an id of %zu bytes", len);
+    for (;;) {
+        if (mpccl_bootstrap_cancelled())
+            return mpccl_fail(MPCCL_ERR_USAGE, "ncclCommShrink: given up waiting for rank %d, the communicator "
+                              "was aborted (ncclCommAbort)", root);
+        if (mpccl_comm_peer_dead(comm, root))
+            return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: rank %d died during the shrink (exclude it too)",
+                              root);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, DOOR_POLL_MS);
+        if (r < 0 && errno != EINTR)
+            return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommShrink: poll on the door: %s", strerror(errno));
+        if (r <= 0) continue;
+        int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0) continue; /* gone between poll and accept, or EINTR: wait for the next */
+        int got = take(comm, c, root, id, len);
+        close(c);
+        if (got) return MPCCL_OK;
+    }
+}

@@ -1,0 +1,34 @@
+/* Where ncclCommShrink's survivors learn their child's bootstrap id
+ * (comm_shrink.c).  Every rank listens on a TCP socket of its own from setup
+ * (its "door"), whose address travels with the peer information every rank
+ * has (comm_fail.c); the lowest survivor connects to each other survivor's
+ * door and writes the id there.  Not over the parent's transport: a rank that
+ * died while sending to a survivor through UCX's shared memory can leave that
+ * survivor's receive queue stuck behind a slot it reserved and never filled,
+ * with the id behind it. */
+#ifndef MPCCL_SHRINK_DOOR_H
+#define MPCCL_SHRINK_DOOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap_net.h"
+#include "core/comm.h"
+
+/* Opens this rank's door: *fd listens at *addr.  Where no socket can be had,
+ * *fd = -1 and *addr is zero (the shrink then falls back to the transport);
+ * that is not an error. */
+void mpccl_shrink_door_open(int *fd, mpccl_sockaddr_t *addr);
+void mpccl_shrink_door_close(int *fd);
+/* Whether a is a door (not zero). */
+int mpccl_shrink_door_valid(const mpccl_sockaddr_t *a);
+/* The lowest survivor: writes id (len <= 128 bytes) to peer's door at to.
+ * Fails when peer is gone or the communicator is being aborted. */
+mpccl_status_t mpccl_shrink_door_send(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const void *id,
+                                      size_t len);
+/* Another survivor: waits at its door (fd) for root's id, until root dies or
+ * the communicator is aborted; connections that are not root's for comm are
+ * dropped. */
+mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, void *id, size_t len);
+
+#endif
