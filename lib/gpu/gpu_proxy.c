@@ -177,13 +177,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
                     pe->rank);
         done++;
     }
-    if (done != c->tx_done) {
-        c->tx_done = done;
-        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the GPU never sees an ack before the send completed */
-        pe->tx_ack[peer_chan(pe, g)] = done;
-        act++;
-    }
-    return act;
+    return act + publish_tx_ack(pe, g, done);
 }
 
 /* Hands completed receives to the kernel in order and re-posts a slot once the

@@ -139,9 +139,10 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
  * sending each raised piece for the target's proxy to deliver, the proxy puts
  * its data from the piece's device slot (os_links[i].rx_slots, which the put
  * kernel fills) straight into the target's window, then fences and puts the
- * signal (os->rma_target says where).  Possible only with alloc_slots and a
- * transport with put_region and fence; returns 0 (and changes nothing) where
- * not.  on = 1 asks for it: call before the first put, every peer alike. */
+ * signal (os->rma_target says where).  Possible only with alloc_slots, no
+ * alloc.flush (the target's device orders a NIC's writes: nothing flushes
+ * them there) and a transport with put_region and fence; returns 0 (and
+ * changes nothing) where not.  on = 1 asks for it: call before the first put, every peer alike. */
 int mpccl_proxy_os_rma(mpccl_proxy_comm_t *pc, int on);
 
 /* Runs fn(arg) on the proxy thread, which owns pc's transport (a remote key

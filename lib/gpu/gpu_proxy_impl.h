@@ -116,6 +116,18 @@ typedef struct layout {
     size_t dev_bytes;
 } layout_t;
 
+/* Pieces of pe's channel g up to done have completed: acknowledges them to
+ * the kernel (which reuses slot p % K once tx_ack > p).  1 when it moved. */
+static inline int publish_tx_ack(proxy_peer_t *pe, uint32_t g, uint32_t done)
+{
+    proxy_chan_t *c = &pe->chan[g];
+    if (done == c->tx_done) return 0;
+    c->tx_done = done;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the GPU never sees an ack before what it acknowledges */
+    pe->tx_ack[peer_chan(pe, g)] = done;
+    return 1;
+}
+
 /* The first failure stops the communicator (gpu_proxy.c); returns 1. */
 int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
                      int peer);

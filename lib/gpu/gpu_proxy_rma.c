@@ -28,8 +28,10 @@ static void done_now(mpccl_req_t *r)
 int mpccl_proxy_os_rma(mpccl_proxy_comm_t *pc, int on)
 {
     const struct mpccl_transport_ops *o = pc ? pc->t->ops : NULL;
+    /* No proxy runs at the target to flush a NIC's writes before the waiter
+     * reads them: only where the device orders them itself (alloc.flush unset). */
     int can = pc && pc->npeers > 0 && pc->slots && pc->slots_region && pc->stage_region && pc->os.rma_target &&
-              o->put_region && o->fence;
+              !pc->alloc.flush && o->put_region && o->fence;
     for (int k = 0; can && k < pc->npeers; k++)
         if (pc->peers[k].first_chan == 0 && pc->peers[k].os_tx_dev == NULL) can = 0;
     if (can && on) __atomic_store_n(&pc->os_rma, 1, __ATOMIC_RELEASE);
@@ -88,13 +90,7 @@ int mpccl_proxy_serve_os_rma(mpccl_proxy_comm_t *pc, proxy_peer_t *pe)
         if (st != MPCCL_OK) return mpccl_proxy_fail(pc, st, "putting", done, g, pe->rank);
         done++;
     }
-    if (done != c->tx_done) {
-        c->tx_done = done;
-        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the GPU never sees an ack before the puts completed */
-        pe->tx_ack[peer_chan(pe, g)] = done;
-        act++;
-    }
-    return act;
+    return act + publish_tx_ack(pe, g, done);
 }
 
 int mpccl_proxy_os_rma_pending(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int cancel)

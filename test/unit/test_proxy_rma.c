@@ -41,6 +41,7 @@ typedef struct side {
 } side_t;
 
 static side_t sides[MAXR];
+static int needs_flush; /* the case's "device" needs a NIC's writes flushed */
 
 static int in_slot_block(cpu_heap_t *h, const void *p, size_t n)
 {
@@ -146,16 +147,20 @@ static void rma_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t
     memset(os_links, 0, sizeof(os_links));
     for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
     mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[me], w->split);
+    /* A device that needs a NIC's writes flushed cannot take puts nobody
+     * flushes; host memory is coherent, so only that case keeps one. */
+    if (!needs_flush) al.flush = NULL;
     mpccl_proxy_os_t os = {
         .deliver = refuse_deliver, .rma_target = test_rma_target, .ctx = s, .nslots = OS_SLOTS, .rma_slots = 1};
     mpccl_proxy_comm_t *pc = NULL;
     ck_assert_msg(mpccl_proxy_attach(t, me, w->n, w->remote[me], w->nctas, w->nslots, w->slot_bytes[me], &al, links,
                                      &os, os_links, &pc) == MPCCL_OK,
                   "rank %d: attach: %s", me, mpccl_last_error());
-    /* Staged slots cannot be put from: only the GPU-direct layout allows it. */
-    ck_assert_int_eq(mpccl_proxy_os_rma(pc, 0), w->split);
-    if (!w->split) {
-        for (int i = 0; i < w->n; i++) ck_assert_ptr_null(os_links[i].rx_slots);
+    /* Staged slots cannot be put from, nor can a device whose NIC writes need
+     * a flush take puts: only the GPU-direct layout without flush allows it. */
+    ck_assert_int_eq(mpccl_proxy_os_rma(pc, 0), w->split && !al.flush);
+    if (!w->split || al.flush) {
+        for (int i = 0; i < w->n && !w->split; i++) ck_assert_ptr_null(os_links[i].rx_slots);
         detach_together(pc, t, bs, 0);
         return;
     }
@@ -221,9 +226,10 @@ static void rma_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t
 START_TEST(test_os_rma)
 {
     /* 2 and 3 ranks, small slots and slots in UCX's rendezvous range; then
-     * the staged layout, which refuses GPU-direct puts. */
-    static const struct { int n; uint32_t slot; int msgs; int split; } cases[] = {
-        {2, 256, 200, 1}, {3, 256, 120, 1}, {2, 65536, 40, 1}, {3, 512, 40, 0}};
+     * the staged layout and a device that needs flushes, which refuse
+     * GPU-direct puts. */
+    static const struct { int n; uint32_t slot; int msgs; int split, flush; } cases[] = {
+        {2, 256, 200, 1, 0}, {3, 256, 120, 1, 0}, {2, 65536, 40, 1, 0}, {3, 512, 40, 0, 0}, {2, 256, 40, 1, 1}};
     world_t *w = calloc(1, sizeof(*w));
     w->n = cases[_i].n;
     all_remote(w);
@@ -232,6 +238,7 @@ START_TEST(test_os_rma)
     for (int r = 0; r < MAXR; r++) w->slot_bytes[r] = cases[_i].slot;
     w->msgs = cases[_i].msgs;
     w->split = cases[_i].split;
+    needs_flush = cases[_i].flush;
     w->max_len = cases[_i].slot;
     w->body = rma_body;
     run_world(w);
@@ -241,6 +248,6 @@ END_TEST
 
 int main(void)
 {
-    const proxy_test_case_t cases[] = {{"os_rma", test_os_rma, 4}};
+    const proxy_test_case_t cases[] = {{"os_rma", test_os_rma, 5}};
     return proxy_test_main("proxy_rma", cases, sizeof(cases) / sizeof(cases[0]));
 }
