@@ -41,7 +41,7 @@ mpccl_status_t mpccl_gpu_attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
         MPCCL_CHECK_GOTO(mpccl_proxy_work_init(&s->work, s->proxy), st, out);
         if (comm->topo.nnodes > 1)
             MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: collectives and send/recv to other nodes: %s (%s); one-sided "
-                       "operations through pinned host staging", (unsigned long long)comm->id,
+                       "operations: decided at the first window", (unsigned long long)comm->id,
                        direct ? "GPU-direct, UCX moves the device's slots" : "pinned host staging and UCX", why);
     }
 out:

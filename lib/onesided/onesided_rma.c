@@ -256,19 +256,28 @@ mpccl_status_t mpccl_os_rma_sig_setup(ncclComm_t comm, mpccl_os_rma_t *r, mpccl_
     return MPCCL_OK;
 }
 
+/* Lets go of one registration (the counters', a window's): its unpacked keys
+ * to the grave, the peers' addresses and packed keys freed, our memory
+ * unregistered. */
+static void release_keys(mpccl_os_rma_t *r, void ***rkeys, uint64_t **addrs, unsigned char **blobs,
+                         mpccl_ucx_mem_t *mem)
+{
+    if (r) bury(r, *rkeys);
+    free(*rkeys);
+    free(*addrs);
+    free(*blobs);
+    *rkeys = NULL;
+    *addrs = NULL;
+    *blobs = NULL;
+    mpccl_ucx_mem_unmap(mem);
+}
+
 void mpccl_os_rma_sig_free(mpccl_os_rma_t *r)
 {
     if (!r) return;
-    bury(r, r->peer_sig_rkey);
-    free(r->peer_sig_rkey);
-    free(r->peer_sig_addr);
-    free(r->sig_keys);
+    release_keys(r, &r->peer_sig_rkey, &r->peer_sig_addr, &r->sig_keys, &r->sig_mem);
     free(r->sent);
-    r->peer_sig_rkey = NULL;
-    r->peer_sig_addr = NULL;
-    r->sig_keys = NULL;
     r->sent = NULL;
-    mpccl_ucx_mem_unmap(&r->sig_mem);
     r->on = 0;
 }
 
@@ -303,14 +312,7 @@ mpccl_status_t mpccl_os_rma_win_setup(mpccl_os_rma_t *r, struct mpccl_win *w)
 
 void mpccl_os_rma_win_free(mpccl_os_rma_t *r, struct mpccl_win *w)
 {
-    if (r) bury(r, w->peer_rkey);
-    free(w->peer_rkey);
-    free(w->peer_addr);
-    free(w->peer_keys);
-    w->peer_rkey = NULL;
-    w->peer_addr = NULL;
-    w->peer_keys = NULL;
-    mpccl_ucx_mem_unmap(&w->mem);
+    release_keys(r, &w->peer_rkey, &w->peer_addr, &w->peer_keys, &w->mem);
 }
 
 static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride)
