@@ -26,6 +26,8 @@ typedef struct {
     int32_t p2p_ctas;   /* most CTAs one send/recv message uses */
     int32_t win;        /* collectives on symmetric windows skip the region (MPCCL_FLAT_WIN) */
     int32_t reg;        /* ... and so do those on registered buffers (MPCCL_FLAT_REG) */
+    int32_t self_ctas;  /* allgather/alltoall from self_bytes: CTAs for the own block (MPCCL_FLAT_SELF_CTAS) */
+    uint64_t self_bytes;
     uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
     uint64_t p2p_direct; /* send/recv messages from this size ask for a direct (registered) receive */
     uint64_t p2p_ll;     /* send/recv messages up to this size go as LL units (MPCCL_FLAT_P2P_LL_BYTES) */
@@ -72,6 +74,8 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->win = mpccl_config_int("FLAT_WIN") != 0;
     s->reg = mpccl_config_int("FLAT_REG") != 0;
     s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
+    s->self_ctas = (int32_t)clamp_u64(mpccl_config_int("FLAT_SELF_CTAS"), 0, MPCCL_FLAT_MAX_CTAS / 2);
+    s->self_bytes = clamp_u64(mpccl_config_int("FLAT_SELF_BYTES"), 0, UINT64_MAX >> 1);
     s->p2p_direct = clamp_u64(mpccl_config_int("FLAT_P2P_DIRECT_BYTES"), 1, UINT64_MAX >> 1);
     s->p2p_ll = clamp_u64(mpccl_config_int("FLAT_P2P_LL_BYTES"), 0, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
@@ -347,13 +351,21 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
     a.op = (d->coll == MPCCL_COLL_ALLREDUCE || d->coll == MPCCL_COLL_REDUCE || d->coll == MPCCL_COLL_REDUCESCATTER)
                ? (int)d->op : MPCCL_OP_SUM;
     mpccl_flat_geom_params_t gp = geom_params(f);
+    /* Large allgather/alltoall keep self_ctas CTAs out of the peers' work on
+     * every rank (the region's geometry must agree); where the call is out of
+     * place, those CTAs copy the own block beside the NVLink traffic instead
+     * of every CTA copying its share after each chunk's wait. */
+    int split = (a.mode == MPCCL_FLAT_ALLGATHER || a.mode == MPCCL_FLAT_ALLTOALL) && f->set.self_ctas > 0 &&
+                (uint32_t)f->set.self_ctas < gp.max_ctas && d->count * mpccl_dtype_size(d->dt) >= f->set.self_bytes;
+    if (split) gp.max_ctas -= (uint32_t)f->set.self_ctas;
     mpccl_flat_geom_t geo;
     mpccl_flat_geometry(&gp, a.mode, d->count, mpccl_dtype_size(d->dt), &geo);
     a.sub_elems = geo.sub_elems;
     a.stride = geo.stride;
     a.ll_bytes = geo.ll_bytes;
+    a.self_ctas = split && !geo.ll_bytes && !d->in_place ? f->set.self_ctas : 0;
     a.ab = mpccl_gpu_abort_arg(f->abort);
-    return mpccl_flat_launch(&a, geo.ctas, stream);
+    return mpccl_flat_launch(&a, geo.ctas + (uint32_t)a.self_ctas, stream);
 }
 #endif
 

@@ -63,9 +63,11 @@ extern "C" mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, 
 extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
     if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS || a->nranks < 2 || a->nranks > MPCCL_FLAT_MAX_RANKS ||
-        (unsigned)a->mode >= MPCCL_FLAT_NUM_MODES || (unsigned)a->op > 3 || a->sub_elems == 0)
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "flat launch: %u CTAs, %d ranks, mode %d, op %d, %u elements per CTA",
-                          nctas, a->nranks, a->mode, a->op, a->sub_elems);
+        (unsigned)a->mode >= MPCCL_FLAT_NUM_MODES || (unsigned)a->op > 3 || a->sub_elems == 0 ||
+        a->self_ctas < 0 || (uint32_t)a->self_ctas >= nctas)
+        return mpccl_fail(MPCCL_ERR_INTERNAL,
+                          "flat launch: %u CTAs (%d copying the own block), %d ranks, mode %d, op %d, %u elements per CTA",
+                          nctas, a->self_ctas, a->nranks, a->mode, a->op, a->sub_elems);
     cudaError_t e;
     switch (a->dtype) {
 #define X(DT)                                                                        \

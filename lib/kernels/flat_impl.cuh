@@ -381,6 +381,7 @@ template <int DT, int OP> struct flat {
         case MPCCL_FLAT_GATHER:
             if (a.mode == MPCCL_FLAT_GATHER && me != root) break;
             for (int s = 0; s < N; s++) {
+                if (s == me && a.self_ctas) continue; /* the copy CTAs' work (self_copy) */
                 const char *src = s != me ? area(me, s, p, 0)
                                  : in_at((a.mode == MPCCL_FLAT_ALLTOALL ? (uint64_t)me * cnt : 0) + at);
                 copy1(out_at((uint64_t)s * cnt + at), src, n);
@@ -487,6 +488,19 @@ template <int DT, int OP> struct flat {
         __syncthreads();
     }
 
+    /* Copy CTA k of self_ctas (after the G CTAs that move the peers'
+     * blocks): its share of this rank's own block, input to output, beside
+     * the others' NVLink traffic instead of after each chunk's wait. */
+    __device__ void self_copy() const
+    {
+        const uint64_t K = (uint64_t)a.self_ctas, k = (uint64_t)(g - G), vec = 16 / sizeof(T) ? 16 / sizeof(T) : 1;
+        const uint64_t per = ((a.count + K - 1) / K + vec - 1) / vec * vec, lo = k * per;
+        if (lo >= a.count) return;
+        const uint64_t n = a.count - lo < per ? a.count - lo : per;
+        const uint64_t src = (a.mode == MPCCL_FLAT_ALLTOALL ? (uint64_t)me * a.count : 0) + lo;
+        copy1(out_at((uint64_t)me * a.count + lo), in_at(src), n);
+    }
+
     __device__ void body() const
     {
         uint32_t *ctr = (uint32_t *)(a.region[me] + mpccl_flat_ctr_off(N, a.slice_bytes));
@@ -505,7 +519,8 @@ template <int DT, int OP> struct flat {
         /* (after an abort every wait returns at once: the remaining chunks
          * only move garbage; a per-thread break here could split the CTA
          * around its barriers) */
-        for (uint64_t c = 0; c < nch && !a.ll_bytes; c++) {
+        if (g >= G) self_copy();
+        for (uint64_t c = 0; c < nch && !a.ll_bytes && g < G; c++) {
             uint32_t seq = epoch + (uint32_t)c + 1u, p = seq & 1u;
             if (two) chunk_two_shot(c, p, seq);
             else chunk(c, p, seq);
@@ -513,12 +528,13 @@ template <int DT, int OP> struct flat {
         /* The last CTA out advances the chunk counter for the next launch.
          * One CTA needs no count: the next launch on the stream sees its
          * store (kernel boundaries order memory). */
-        if (threadIdx.x == 0 && G == 1) {
+        const uint32_t all = gridDim.x; /* the copy CTAs too: all read the epoch */
+        if (threadIdx.x == 0 && all == 1) {
             ctr[0] = epoch + (uint32_t)nch;
         } else if (threadIdx.x == 0) {
             /* (no fences: every thread read ctr[0] before the CTA's last
              * barrier, and the next launch is ordered by the stream) */
-            if (atomicAdd(&ctr[1], 1u) == (uint32_t)G - 1u) {
+            if (atomicAdd(&ctr[1], 1u) == all - 1u) {
                 ctr[1] = 0;
                 ctr[0] = epoch + (uint32_t)nch;
             }
@@ -532,10 +548,10 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_ker
     int N = a.nranks;
     uint64_t fo = mpccl_flat_flags_off(N, a.slice_bytes), lo = mpccl_flat_ll_off(N, a.slice_bytes);
     switch (a.op) {
-    case OP_SUM: flat<DT, OP_SUM>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo, lo}.body(); break;
-    case OP_PROD: flat<DT, OP_PROD>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo, lo}.body(); break;
-    case OP_MAX: flat<DT, OP_MAX>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo, lo}.body(); break;
-    default: flat<DT, OP_MIN>{a, sh, N, a.rank, (int)gridDim.x, (int)blockIdx.x, fo, lo}.body(); break;
+    case OP_SUM: flat<DT, OP_SUM>{a, sh, N, a.rank, (int)gridDim.x - a.self_ctas, (int)blockIdx.x, fo, lo}.body(); break;
+    case OP_PROD: flat<DT, OP_PROD>{a, sh, N, a.rank, (int)gridDim.x - a.self_ctas, (int)blockIdx.x, fo, lo}.body(); break;
+    case OP_MAX: flat<DT, OP_MAX>{a, sh, N, a.rank, (int)gridDim.x - a.self_ctas, (int)blockIdx.x, fo, lo}.body(); break;
+    default: flat<DT, OP_MIN>{a, sh, N, a.rank, (int)gridDim.x - a.self_ctas, (int)blockIdx.x, fo, lo}.body(); break;
     }
 }
 
