@@ -205,6 +205,12 @@ static const void *blob_key(const unsigned char *all, size_t stride, int i)
     return all + (size_t)i * stride + sizeof(uint64_t) + sizeof(blob_head_t);
 }
 
+static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride)
+{
+    if (*slot) return 1;
+    return mpccl_ucx_rkey_unpack(r->comm->transport, peer, blob_key(all, stride, peer), slot) == MPCCL_OK ? 1 : -1;
+}
+
 mpccl_status_t mpccl_os_rma_sig_setup(ncclComm_t comm, mpccl_os_rma_t *r, mpccl_proxy_comm_t *pc, void *counters,
                                       size_t bytes)
 {
@@ -315,10 +321,14 @@ void mpccl_os_rma_win_free(mpccl_os_rma_t *r, struct mpccl_win *w)
     release_keys(r, &w->peer_rkey, &w->peer_addr, &w->peer_keys, &w->mem);
 }
 
-static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride)
+/* A put never unpacks a key: that may be a CUDA call on the proxy thread,
+ * which can wait for the very kernels waiting for this put (unpack_all did
+ * it at registration). */
+static int no_key(int peer, const char *what)
 {
-    if (*slot) return 1;
-    return mpccl_ucx_rkey_unpack(r->comm->transport, peer, blob_key(all, stride, peer), slot) == MPCCL_OK ? 1 : -1;
+    mpccl_fail(MPCCL_ERR_INTERNAL, "one-sided: the remote key of rank %d's %s was not unpacked at registration",
+               peer, what);
+    return -1;
 }
 
 int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t len, mpccl_proxy_rma_t *out)
@@ -337,7 +347,7 @@ int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t l
         if (idx >= r->per * (uint64_t)n || (int)(idx % (uint64_t)n) != comm->rank)
             return mpccl_fail(MPCCL_ERR_INTERNAL, "one-sided: signal counter %llu of rank %d is not this rank's",
                               (unsigned long long)idx, peer), -1;
-        if (rkey_of(r, peer, &r->peer_sig_rkey[peer], r->sig_keys, r->sig_stride) < 0) return -1;
+        if (!r->peer_sig_rkey[peer]) return no_key(peer, "signal counters");
         out->sig_rkey = r->peer_sig_rkey[peer];
         out->sig_addr = r->peer_sig_addr[peer] + idx * sizeof(uint64_t);
         out->sig_value = ++r->sent[(size_t)peer * r->per + idx / (uint64_t)n];
@@ -349,7 +359,7 @@ int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t l
         if (w->id != h->win_id) continue;
         found = w->peer_rkey == NULL ? -1
               : h->offset > w->peer_size[peer] || h->bytes > w->peer_size[peer] - h->offset ? -2
-              : rkey_of(r, peer, &w->peer_rkey[peer], w->peer_keys, w->key_stride) < 0 ? -3
+              : !w->peer_rkey[peer] ? -3
               : 1;
         if (found == 1) {
             out->data_rkey = w->peer_rkey[peer];
@@ -359,11 +369,11 @@ int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t l
     }
     pthread_mutex_unlock(&ws->lock);
     if (found == 1) return 1;
-    if (found != -3)
-        mpccl_fail(MPCCL_ERR_USAGE, "one-sided: rank %d put %u bytes at offset %llu into window #%u of rank %d, %s",
-                   comm->rank, h->bytes, (unsigned long long)h->offset, h->win_id, peer,
-                   found == -2 ? "past the end of that rank's window"
-                               : "which this rank deregistered before the put left (or never registered)");
+    if (found == -3) return no_key(peer, "window");
+    mpccl_fail(MPCCL_ERR_USAGE, "one-sided: rank %d put %u bytes at offset %llu into window #%u of rank %d, %s",
+               comm->rank, h->bytes, (unsigned long long)h->offset, h->win_id, peer,
+               found == -2 ? "past the end of that rank's window"
+                           : "which this rank deregistered before the put left (or never registered)");
     return -1;
 }
 #endif
