@@ -97,11 +97,11 @@ static mpccl_setting_t settings[] = {
      "message, in chunks)",
      NULL, NULL},
     {"FLAT_SELF_CTAS", NULL, "16",
-     "flat kernels: allgather and alltoall with blocks of at least FLAT_SELF_BYTES run this many fewer CTAs on "
-     "the peers' blocks; out of place, that many extra CTAs copy the rank's own block beside them (0: every CTA "
-     "copies its share of the own block after each chunk)",
+     "flat kernels: alltoalls with blocks of at least FLAT_SELF_BYTES run this many fewer CTAs on the peers' "
+     "blocks; out of place, that many extra CTAs copy the rank's own block beside them (0: every CTA copies its "
+     "share of the own block after each chunk)",
      NULL, NULL},
-    {"FLAT_SELF_BYTES", NULL, "4M", "flat kernels: smallest allgather/alltoall block for FLAT_SELF_CTAS", NULL, NULL},
+    {"FLAT_SELF_BYTES", NULL, "4M", "flat kernels: smallest alltoall block for FLAT_SELF_CTAS", NULL, NULL},
     {"FLAT_P2P_PULL", NULL, "1",
      "flat p2p: 1: a message of FLAT_P2P_DIRECT_BYTES or more from a ncclCommRegister'd send buffer into an "
      "unregistered receive buffer is copied by the receiver straight out of the send buffer; 0: staged",

@@ -67,7 +67,7 @@ step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT_LL_BYTES=1M -e MPCCL_FLAT_SLICE_BYTES=64K "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT=0 -e MPCCL_FLAT_P2P=0 "$ngpu" test/mpi/test_coll
-# allgather/alltoall with CTAs for the own block at every size
+# alltoall with CTAs for the own block at every size
 step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" test/mpi/test_coll
 step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P=0 "$ngpu" test/mpi/test_group
 step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_BYTES=64K "$ngpu" test/mpi/test_group
@@ -84,11 +84,9 @@ step sh "$mpi" -t 300 "$ngpu" mpccl-perf -C all -d all -o all -b 1 -e 1M -f 7 -c
 # datatype and op alone outlasts the step's limit)
 [ "$ngpu" -ge 2 ] && step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" mpccl-perf -C allreduce -d all -o all -b 1 -e 64M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
-# the own block's CTAs, every datatype, eager and in CUDA graphs
-for c in all_gather alltoall; do
-    step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" mpccl-perf -C $c -d all -b 1 -e 4M -f 7 -c 1 -w 1 -n 2
-    step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 "$ngpu" mpccl-perf -C $c -b 1 -e 64M -f 9 -c 1 -w 1 -n 3 -G 2
-done
+# alltoall with the own block's CTAs, every datatype, eager and in CUDA graphs
+step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" mpccl-perf -C alltoall -d all -b 1 -e 4M -f 7 -c 1 -w 1 -n 2
+step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 "$ngpu" mpccl-perf -C alltoall -b 1 -e 64M -f 9 -c 1 -w 1 -n 3 -G 2
 # one rank: collectives are a copy on the stream (none in place), scaled ones a kernel
 step sh "$mpi" -t 300 1 mpccl-perf -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 1 mpccl-perf -C all -b 8 -e 1M -f 8 -c 1 -w 1 -n 5 -G 2
