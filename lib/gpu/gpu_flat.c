@@ -354,8 +354,8 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
     /* Large alltoalls keep self_ctas CTAs out of the peers' work on every
      * rank (the region's geometry must agree); where the call is out of
      * place, those CTAs copy the own block beside the NVLink traffic instead
-     * of every CTA copying its share after each chunk's wait: +6-12 % out of
-     * place, -3-9 % in place on 2 x H100.  Not for allgather, which is often
+     * of every CTA copying its share after each chunk's wait: +8-15 % out of
+     * place, -1-8 % in place on 2 x H100.  Not for allgather, which is often
      * in place (FSDP gathers into the output it already holds a block of). */
     int split = a.mode == MPCCL_FLAT_ALLTOALL && f->set.self_ctas > 0 &&
                 (uint32_t)f->set.self_ctas < gp.max_ctas && d->count * mpccl_dtype_size(d->dt) >= f->set.self_bytes;
