@@ -3,9 +3,11 @@
  * trip and the bandwidth it implies per size.  Other ranks only take part in
  * the collective window registration.  -c PATH adds another NCCL's
  * ncclSend/ncclRecv (say NVIDIA's libnccl.so.2, loaded privately as
- * mpccl-perf --compare does) on the same buffers and stream.
+ * mpccl-perf --compare does) on the same buffers and stream.  -s puts from a
+ * buffer registered as a window too (between nodes, GPU-direct puts then
+ * leave from it without a copy).
  *
- *   mpirun -np 2 ./onesided_pingpong [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP] [-c PATH]
+ *   mpirun -np 2 ./onesided_pingpong [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP] [-c PATH] [-s]
  *
  * On GPU communicators every iteration is enqueued on the stream (the two
  * ranks meet through device-side signals) and the stream is synchronised once
@@ -185,15 +187,17 @@ int main(int argc, char **argv)
     int iters = 100, warmup = 10, opt, nranks, wrong = 0;
     const char *compare = NULL;
     MPI_Init(&argc, &argv);
-    while ((opt = getopt(argc, argv, "b:e:n:w:c:")) != -1) {
+    int src_win = 0;
+    while ((opt = getopt(argc, argv, "b:e:n:w:c:s")) != -1) {
         switch (opt) {
         case 'b': minb = parse_size(optarg); break;
         case 'e': maxb = parse_size(optarg); break;
         case 'n': iters = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
         case 'c': compare = optarg; break;
+        case 's': src_win = 1; break;
         default:
-            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP] [-c OTHER_LIBNCCL]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP] [-c OTHER_LIBNCCL] [-s]\n", argv[0]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -217,14 +221,16 @@ int main(int argc, char **argv)
     CHECK_NCCL(mpcclCommInitMPI(&comm, MPI_COMM_WORLD, NULL));
     if (perf_mem_init(&mem, comm)) MPI_Abort(MPI_COMM_WORLD, 1);
     if (compare) open_other(compare);
-    unsigned char *wbuf = win_alloc(maxb), *src = perf_mem_alloc(&mem, maxb), *dst = perf_mem_alloc(&mem, maxb);
+    unsigned char *wbuf = win_alloc(maxb), *dst = perf_mem_alloc(&mem, maxb);
+    unsigned char *src = src_win ? win_alloc(maxb) : perf_mem_alloc(&mem, maxb);
     if (!wbuf || !src || !dst) MPI_Abort(MPI_COMM_WORLD, 1);
-    ncclWindow_t win;
+    ncclWindow_t win, swin = NULL;
     CHECK_NCCL(ncclCommWindowRegister(comm, wbuf, maxb, &win, NCCL_WIN_DEFAULT));
+    if (src_win) CHECK_NCCL(ncclCommWindowRegister(comm, src, maxb, &swin, NCCL_WIN_DEFAULT));
     int kinds = compare ? 3 : 2;
     if (rank == 0) {
-        printf("# ranks 0 <-> 1, %s memory, %d iterations%s%s\n", mem.gpu ? "GPU" : "host", iters,
-               compare ? "; other: " : "", compare ? other.path : "");
+        printf("# ranks 0 <-> 1, %s memory, %d iterations%s%s%s\n", mem.gpu ? "GPU" : "host", iters,
+               src_win ? ", puts from a window" : "", compare ? "; other: " : "", compare ? other.path : "");
         printf("# %12s %14s %12s %14s %12s", "bytes", "putsig_us", "putsig_GB/s", "sendrecv_us", "sendrecv_GB/s");
         if (compare) printf(" %14s %12s", "other_sr_us", "other_GB/s");
         printf("\n");
@@ -255,7 +261,12 @@ int main(int argc, char **argv)
     if (rank == 0) printf("# check: %s\n", all_wrong ? "WRONG DATA" : "ok");
     CHECK_NCCL(ncclCommWindowDeregister(comm, win));
     win_free(wbuf);
-    perf_mem_free(&mem, src);
+    if (src_win) {
+        CHECK_NCCL(ncclCommWindowDeregister(comm, swin));
+        win_free(src);
+    } else {
+        perf_mem_free(&mem, src);
+    }
     perf_mem_free(&mem, dst);
     if (compare) CHECK_OTHER(other.CommDestroy(other_comm));
     perf_mem_fini(&mem);

@@ -76,10 +76,13 @@ typedef struct mpccl_proxy_comm mpccl_proxy_comm_t;
  * a device slot alike. */
 #define MPCCL_PROXY_OS_DATA_OFFSET 64u
 
-/* One piece of a GPU-direct put: its data_bytes go from the piece's device
- * slot to data_addr (remote key data_rkey); then, when sig_addr != 0, after a
- * fence, the 8-byte sig_value to sig_addr (sig_rkey). */
+/* One piece of a GPU-direct put: its data_bytes go from src (inside the
+ * transport region src_region), or when src is NULL from the piece's device
+ * slot, to data_addr (remote key data_rkey); then, when sig_addr != 0, after
+ * a fence, the 8-byte sig_value to sig_addr (sig_rkey). */
 typedef struct mpccl_proxy_rma {
+    const void *src;
+    void *src_region;
     uint32_t data_bytes;
     uint64_t data_addr;
     void *data_rkey;

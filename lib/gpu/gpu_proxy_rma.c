@@ -1,11 +1,13 @@
 /* The one-sided channel as GPU-direct puts (gpu_proxy.h, mpccl_proxy_os_rma).
  *
  * The put kernel raises pieces as it does for the staged channel: the header
- * in the staging, but the data in the piece's device slot.  For each raised
+ * in the staging, but the data in the piece's device slot -- or, when the
+ * put's source lies in a window of this rank, nowhere: the data then leaves
+ * from the window itself (the header says where).  For each raised
  * piece, in piece order, the proxy asks the one-sided layer where it goes
  * (os->rma_target: the window's address and remote key at the target, the
  * signal word and the value it must hold), then puts the data from the device
- * slot into the target's window, fences, and puts the signal's value from
+ * slot (or the source window) into the target's window, fences, and puts the signal's value from
  * the header's last 8 bytes.  Nothing runs at the target: UCX writes its
  * memory.  A slot is acknowledged (tx_ack) once both puts completed locally:
  * the kernel may then fill it again. */
@@ -62,7 +64,8 @@ int mpccl_proxy_serve_os_rma(mpccl_proxy_comm_t *pc, proxy_peer_t *pe)
         mpccl_status_t st = MPCCL_OK;
         const char *data = pe->os_tx_dev + (size_t)s * pc->slot_bytes + MPCCL_PROXY_OS_DATA_OFFSET;
         if (r.data_bytes)
-            st = o->put_region(pc->t, pe->rank, data, r.data_bytes, pc->slots_region, r.data_addr, r.data_rkey, dq);
+            st = o->put_region(pc->t, pe->rank, r.src ? r.src : data, r.data_bytes,
+                               r.src ? r.src_region : pc->slots_region, r.data_addr, r.data_rkey, dq);
         else
             done_now(dq);
         if (st == MPCCL_OK && r.sig_addr) {

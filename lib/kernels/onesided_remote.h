@@ -27,7 +27,12 @@ typedef struct mpccl_os_msg_hdr {
     uint64_t offset;  /* where this piece's data goes, in bytes from the window's start */
     uint32_t bytes;   /* data bytes after the header */
     uint32_t sig;     /* 0, or 1 + the counter index to add 1 to once the data is in place */
-    uint32_t pad[10];
+    /* GPU-direct puts from a window of the source: 1 + that window's ordinal,
+     * the data then leaves from src_offset in it, not from the piece's slot */
+    uint32_t src_win;
+    uint32_t pad0;
+    uint64_t src_offset;
+    uint32_t pad[6];
 } mpccl_os_msg_hdr_t;
 
 #define MPCCL_OS_HDR_BYTES 64u
@@ -43,6 +48,8 @@ typedef struct mpccl_os_remote_put {
     uint64_t bytes;
     uint64_t offset;
     uint32_t win_id, sig;   /* as in the header; sig set on the last piece only */
+    uint32_t src_win;       /* GPU-direct, src inside this rank's window 1 + id (0: none): no copy, */
+    uint64_t src_offset;    /* the proxy puts from src_offset (src's place in it) on */
     uint32_t *proxy_count;  /* puts finished (device memory), stored into proxy_done */
     uint32_t *proxy_done;   /* (pinned) once the last piece is raised (lib/gpu/gpu_proxy.h) */
     int32_t peer;           /* the rank it goes to (the hang record) */

@@ -239,6 +239,8 @@ mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work
     a.offset = offset;
     a.win_id = win_id;
     a.sig = sig;
+    uint32_t src_win;
+    if (a.data && mpccl_os_rma_source(r->rma, src, bytes, &src_win, &a.src_offset)) a.src_win = src_win + 1u;
     a.peer = peer;
     a.ab = ab; /* the communicator's abort word: a dead peer's slots never free up */
     mpccl_proxy_work_token_t tok;

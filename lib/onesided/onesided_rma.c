@@ -4,8 +4,10 @@
  * registered with ucp_mem_map on the registering thread, so UCX detects the
  * memory there and never on the proxy thread, and every rank's address and
  * packed remote key are allgathered.  Remote keys are unpacked on the proxy
- * thread at their first use: they belong to the endpoints of the transport
- * the proxy drives.  A released window's keys are kept until the proxy lets
+ * thread while the registration waits (they belong to the endpoints of the
+ * transport the proxy drives), never at a put.  Each window is also a UCX
+ * region of this rank, so a put whose source lies in one of its own windows
+ * leaves from there, with no copy into a slot.  A released window's keys are kept until the proxy lets
  * go of the transport (a put of the window may still be in UCX's hands), then
  * destroyed (mpccl_os_rma_drop_keys).
  *
@@ -312,13 +314,46 @@ mpccl_status_t mpccl_os_rma_win_setup(mpccl_os_rma_t *r, struct mpccl_win *w)
     }
     for (int i = 0; i < n; i++) w->peer_addr[i] = blob_addr(all, stride, i);
     st = mpccl_win_agree(comm, unpack_now(r, w, "ncclCommWindowRegister"), "ncclCommWindowRegister");
-    if (st != MPCCL_OK) mpccl_os_rma_win_free(r, w);
-    return st;
+    if (st != MPCCL_OK) {
+        mpccl_os_rma_win_free(r, w);
+        return st;
+    }
+    /* local: without it, puts from this window are copied to a slot first */
+    if (mpccl_config_int("ONESIDED_FROM_WINDOW") != 0 &&
+        mpccl_ucx_region_open(w->base, w->size, MPCCL_REGION_DEVICE, (mpccl_ucx_region_t **)&w->local_region) !=
+        MPCCL_OK) {
+        MPCCL_INFO(MPCCL_SUB_P2P, "rank %d: window #%u: puts from it are copied to a slot first (%s)", comm->rank,
+                   w->id, mpccl_last_error());
+        w->local_region = NULL;
+    }
+    return MPCCL_OK;
 }
 
 void mpccl_os_rma_win_free(mpccl_os_rma_t *r, struct mpccl_win *w)
 {
+    /* (a put still reading the window broke NCCL's rule: no operation on a
+     * window in flight at its deregistration) */
+    if (w->local_region) mpccl_ucx_region_close(w->local_region);
+    w->local_region = NULL;
     release_keys(r, &w->peer_rkey, &w->peer_addr, &w->peer_keys, &w->mem);
+}
+
+int mpccl_os_rma_source(mpccl_os_rma_t *r, const void *src, size_t bytes, uint32_t *win_id, uint64_t *off)
+{
+    mpccl_win_state_t *ws = r && r->on ? __atomic_load_n(&r->comm->win, __ATOMIC_ACQUIRE) : NULL;
+    if (!ws || bytes == 0) return 0;
+    int found = 0;
+    uintptr_t p = (uintptr_t)src;
+    pthread_mutex_lock(&ws->lock);
+    for (struct mpccl_win *w = ws->wins; w && !found; w = w->next) {
+        uintptr_t b = (uintptr_t)w->base;
+        if (!w->local_region || p < b || p - b > w->size || bytes > w->size - (p - b)) continue;
+        *win_id = w->id;
+        *off = (uint64_t)(p - b);
+        found = 1;
+    }
+    pthread_mutex_unlock(&ws->lock);
+    return found;
 }
 
 /* A put never unpacks a key: that may be a CUDA call on the proxy thread,
@@ -353,9 +388,15 @@ int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t l
         out->sig_value = ++r->sent[(size_t)peer * r->per + idx / (uint64_t)n];
     }
     if (h->bytes == 0) return 1;
-    int found = 0;
+    int found = 0, from = h->src_win == 0;
     pthread_mutex_lock(&ws->lock); /* against a deregistration (its keys go to the grave) */
-    for (struct mpccl_win *w = ws->wins; w && !found; w = w->next) {
+    for (struct mpccl_win *w = ws->wins; w && !from; w = w->next) {
+        if (w->id != h->src_win - 1u) continue;
+        from = w->local_region && h->src_offset <= w->size && h->bytes <= w->size - h->src_offset ? 1 : -1;
+        out->src = (const char *)w->base + h->src_offset;
+        out->src_region = w->local_region;
+    }
+    for (struct mpccl_win *w = ws->wins; w && !found && from == 1; w = w->next) {
         if (w->id != h->win_id) continue;
         found = w->peer_rkey == NULL ? -1
               : h->offset > w->peer_size[peer] || h->bytes > w->peer_size[peer] - h->offset ? -2
@@ -368,6 +409,10 @@ int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t l
         }
     }
     pthread_mutex_unlock(&ws->lock);
+    if (from != 1)
+        return mpccl_fail(MPCCL_ERR_USAGE, "one-sided: rank %d put %u bytes from its window #%u at offset %llu, "
+                          "which it deregistered before the put left (or which is not that large)",
+                          comm->rank, h->bytes, h->src_win - 1u, (unsigned long long)h->src_offset), -1;
     if (found == 1) return 1;
     if (found == -3) return no_key(peer, "window");
     mpccl_fail(MPCCL_ERR_USAGE, "one-sided: rank %d put %u bytes at offset %llu into window #%u of rank %d, %s",

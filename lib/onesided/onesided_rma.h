@@ -46,6 +46,10 @@ void mpccl_os_rma_sig_free(mpccl_os_rma_t *r);
 mpccl_status_t mpccl_os_rma_win_setup(mpccl_os_rma_t *r, struct mpccl_win *w);
 void mpccl_os_rma_win_free(mpccl_os_rma_t *r, struct mpccl_win *w);
 
+/* Whether [src, src + bytes) lies in one of this rank's windows that GPU-direct
+ * puts can leave from (user thread): then *win_id is its ordinal and *off src's
+ * offset in it. */
+int mpccl_os_rma_source(mpccl_os_rma_t *r, const void *src, size_t bytes, uint32_t *win_id, uint64_t *off);
 /* The proxy's mpccl_proxy_os_t.rma_target (proxy thread). */
 int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t len, mpccl_proxy_rma_t *out);
 #endif

@@ -51,8 +51,10 @@ struct mpccl_win {
     size_t *peer_size;       /* [nranks] each rank's window size */
     /* Host comms, and GPU comms with GPU-direct puts between nodes (onesided_rma.c): */
     uint64_t *peer_addr;     /* [nranks] window address in each rank */
-    void **peer_rkey;        /* [nranks] unpacked remote keys (GPU: by the proxy thread, at first use) */
+    void **peer_rkey;        /* [nranks] unpacked remote keys (GPU: by the proxy thread, at registration) */
     mpccl_ucx_mem_t mem;     /* this rank's registration */
+    void *local_region;      /* GPU-direct: this rank's window as a UCX region, so that puts from it
+                              * leave from it (mpccl_os_rma_source); NULL: they are copied to a slot */
     unsigned char *peer_keys; /* GPU: the packed keys, key_stride bytes per rank */
     size_t key_stride;
     struct mpccl_wingpu *gpu; /* GPU comms */

@@ -155,6 +155,10 @@ static mpccl_setting_t settings[] = {
      "wherever collectives between nodes go GPU-direct (MPCCL_GPU_DIRECT) on every rank, auto only where besides "
      "a NIC of UCX writes GPU memory itself (GPUDirect RDMA), 0 never (the staged one-sided channel; "
      "doc/ONESIDED.md)", NULL, NULL},
+    {"ONESIDED_FROM_WINDOW", NULL, "1",
+     "GPU-direct one-sided puts: 1 a put whose source lies in a window of the rank leaves from the window itself "
+     "(each window is also registered as a UCX source); 0 its data is copied into a slot first",
+     NULL, NULL},
     {"PROXY_OS_SLOTS", NULL, "16",
      "one-sided puts to each peer on another node: slots (of MPCCL_GPU_SLOT_BYTES) in flight, a power of two 1..256",
      NULL, NULL},

@@ -3,8 +3,10 @@
  * are registered with UCX as the library registers device memory.  Each rank
  * puts seeded random pieces into every other rank's window, some carrying a
  * signal; the target only waits for its counters and then finds every byte
- * in place (the data lands before the signal's value).  Nothing runs at the
- * target but its proxy thread progressing UCX. */
+ * in place (the data lands before the signal's value).  Every third piece
+ * leaves from a source buffer of the sender's (a window of its own in the
+ * library) instead of the slot.  Nothing runs at the target but its proxy
+ * thread progressing UCX. */
 #define _GNU_SOURCE
 #include <unistd.h>
 
@@ -22,6 +24,8 @@ typedef struct {
     uint32_t magic, bytes;
     uint64_t offset; /* into the target's window */
     uint32_t sig;    /* 1: the piece signals */
+    uint32_t from_src; /* 1: the data is at src_off in the sender's source buffer, not in the slot */
+    uint64_t src_off;
 } test_hdr_t;
 
 typedef struct {
@@ -36,6 +40,8 @@ typedef struct side {
     rank_keys_t keys[MAXR];    /* allgathered */
     void *win_rkey[MAXR], *sig_rkey[MAXR]; /* unpacked on the proxy thread */
     uint64_t sent[MAXR];       /* signals put to each peer */
+    char *src_buf;             /* pieces that leave from outside the slots */
+    void *src_region;
     int calls;
     char bad[256];
 } side_t;
@@ -55,6 +61,7 @@ static size_t piece_len(const world_t *w, int src, int dst, uint32_t p)
 }
 
 static int signals(uint32_t p) { return p % 5 == 4; }
+static int from_source(uint32_t p) { return p % 3 == 1; }
 
 /* Where src's piece p lands in dst's window: a region per source. */
 static uint64_t piece_offset(const world_t *w, int src, uint32_t p)
@@ -77,6 +84,10 @@ static int test_rma_target(void *ctx, int peer, const void *hdr, uint32_t len, m
     if (!s->sig_rkey[peer] && mpccl_ucx_rkey_unpack(s->t, peer, k->sig_key, &s->sig_rkey[peer]) != MPCCL_OK) return -1;
     memset(out, 0, sizeof(*out));
     out->data_bytes = h->bytes;
+    if (h->from_src) {
+        out->src = s->src_buf + h->src_off;
+        out->src_region = s->src_region;
+    }
     out->data_addr = k->win_addr + h->offset;
     out->data_rkey = s->win_rkey[peer];
     if (h->sig) {
@@ -112,10 +123,12 @@ static void put_all(world_t *w, int me, mpccl_proxy_comm_t *pc, const mpccl_dev_
             }
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             size_t n = piece_len(w, me, peer, p);
-            char *data = (char *)l->rx_slots + (size_t)(p % K) * S + HDR;
+            uint64_t src_off = ((uint64_t)peer * (uint64_t)w->msgs + p) * S;
+            char *data = from_source(p) ? sides[me].src_buf + src_off : (char *)l->rx_slots + (size_t)(p % K) * S + HDR;
             for (size_t k = 0; k < n; k++) data[k] = (char)msg_byte(me, peer, 201, (int)p, k);
             test_hdr_t *h = (test_hdr_t *)(l->tx_slots + (size_t)(p % K) * S);
-            *h = (test_hdr_t){HDR_MAGIC, (uint32_t)n, piece_offset(w, me, p), (uint32_t)signals(p)};
+            *h = (test_hdr_t){HDR_MAGIC, (uint32_t)n, piece_offset(w, me, p), (uint32_t)signals(p),
+                              (uint32_t)from_source(p), src_off};
             l->tx_len[p % K] = HDR + (uint32_t)n;
             __atomic_thread_fence(__ATOMIC_SEQ_CST);
             l->tx_ready[p % K] = p + 1;
@@ -180,6 +193,10 @@ static void rma_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t
     memcpy(k->win_key, wm.packed, wm.packed_len);
     memcpy(k->sig_key, sm.packed, sm.packed_len);
     ck_assert_int_eq(mpccl_bootstrap_allgather(bs, s->keys, sizeof(rank_keys_t)), MPCCL_OK);
+    size_t src_bytes = (size_t)w->n * w->msgs * w->slot_bytes[me];
+    s->src_buf = calloc(1, src_bytes);
+    ck_assert_ptr_nonnull(s->src_buf);
+    ck_assert_int_eq(t->ops->region_open(t, s->src_buf, src_bytes, MPCCL_REGION_HOST, &s->src_region), MPCCL_OK);
     pthread_t ran_on = pthread_self();
     ck_assert_int_eq(mpccl_proxy_run(pc, on_proxy, &ran_on), 7);
     ck_assert(!pthread_equal(ran_on, pthread_self()));
@@ -216,11 +233,13 @@ static void rma_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t
         mpccl_ucx_rkey_destroy(s->sig_rkey[i]);
     }
     mpccl_bootstrap_barrier(bs);
+    t->ops->region_close(t, s->src_region);
     t->ops->close(t, 0);
     mpccl_ucx_mem_unmap(&wm);
     mpccl_ucx_mem_unmap(&sm);
     free(win);
     free(sig);
+    free(s->src_buf);
 }
 
 START_TEST(test_os_rma)
