@@ -7,9 +7,9 @@
  * piece, in piece order, the proxy asks the one-sided layer where it goes
  * (os->rma_target: the window's address and remote key at the target, the
  * signal word and the value it must hold), then puts the data from the device
- * slot (or the source window) into the target's window, fences, and puts the signal's value from
- * the header's last 8 bytes.  Nothing runs at the target: UCX writes its
- * memory.  A slot is acknowledged (tx_ack) once both puts completed locally:
+ * slot (or the source window) into the target's window, fences, and puts the
+ * signal's value from the header's last 8 bytes.  Nothing runs at the target:
+ * UCX writes its memory.  A slot is acknowledged (tx_ack) once both puts completed locally:
  * the kernel may then fill it again. */
 #include <string.h>
 

@@ -547,11 +547,12 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_ker
     __shared__ shared_ptrs sh;
     int N = a.nranks;
     uint64_t fo = mpccl_flat_flags_off(N, a.slice_bytes), lo = mpccl_flat_ll_off(N, a.slice_bytes);
+    const int G = (int)gridDim.x - a.self_ctas; /* CTAs on the peers' blocks (the copy CTAs come after) */
     switch (a.op) {
-    case OP_SUM: flat<DT, OP_SUM>{a, sh, N, a.rank, (int)gridDim.x - a.self_ctas, (int)blockIdx.x, fo, lo}.body(); break;
-    case OP_PROD: flat<DT, OP_PROD>{a, sh, N, a.rank, (int)gridDim.x - a.self_ctas, (int)blockIdx.x, fo, lo}.body(); break;
-    case OP_MAX: flat<DT, OP_MAX>{a, sh, N, a.rank, (int)gridDim.x - a.self_ctas, (int)blockIdx.x, fo, lo}.body(); break;
-    default: flat<DT, OP_MIN>{a, sh, N, a.rank, (int)gridDim.x - a.self_ctas, (int)blockIdx.x, fo, lo}.body(); break;
+    case OP_SUM: flat<DT, OP_SUM>{a, sh, N, a.rank, G, (int)blockIdx.x, fo, lo}.body(); break;
+    case OP_PROD: flat<DT, OP_PROD>{a, sh, N, a.rank, G, (int)blockIdx.x, fo, lo}.body(); break;
+    case OP_MAX: flat<DT, OP_MAX>{a, sh, N, a.rank, G, (int)blockIdx.x, fo, lo}.body(); break;
+    default: flat<DT, OP_MIN>{a, sh, N, a.rank, G, (int)blockIdx.x, fo, lo}.body(); break;
     }
 }
 

@@ -7,9 +7,9 @@
  * thread while the registration waits (they belong to the endpoints of the
  * transport the proxy drives), never at a put.  Each window is also a UCX
  * region of this rank, so a put whose source lies in one of its own windows
- * leaves from there, with no copy into a slot.  A released window's keys are kept until the proxy lets
- * go of the transport (a put of the window may still be in UCX's hands), then
- * destroyed (mpccl_os_rma_drop_keys).
+ * leaves from there, with no copy into a slot.  A released window's keys are
+ * kept until the proxy lets go of the transport (a put of the window may
+ * still be in UCX's hands), then destroyed (mpccl_os_rma_drop_keys).
  *
  * Signals: counter (ctx, sig, s) of a rank has one writer, rank s.  The
  * source's proxy handles its pieces to a peer in order and counts the signals
