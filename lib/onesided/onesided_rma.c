@@ -7,9 +7,9 @@
  * thread while the registration waits (they belong to the endpoints of the
  * transport the proxy drives), never at a put.  Each window is also a UCX
  * region of this rank, so a put whose source lies in one of its own windows
- * leaves from there, with no copy into a slot.  A released window's keys are
- * kept until the proxy lets go of the transport (a put of the window may
- * still be in UCX's hands), then destroyed (mpccl_os_rma_drop_keys).
+ * leaves from there, with no copy into a slot.  A released window's keys and
+ * region are kept until the proxy lets go of the transport (a put of the
+ * window may still be in UCX's hands), then destroyed (mpccl_os_rma_drop_keys).
  *
  * Signals: counter (ctx, sig, s) of a rank has one writer, rank s.  The
  * source's proxy handles its pieces to a peer in order and counts the signals
@@ -32,6 +32,12 @@
 
 _Static_assert(MPCCL_OS_HDR_BYTES == MPCCL_PROXY_OS_DATA_OFFSET, "a piece's data follows its header");
 
+/* What a released window leaves until the proxy lets go of the transport. */
+typedef struct {
+    void *p;
+    int region; /* 1: a source region (mpccl_ucx_region_close), 0: a remote key */
+} grave_t;
+
 struct mpccl_os_rma {
     ncclComm_t comm;
     mpccl_proxy_comm_t *pc;   /* the proxy that carries the puts */
@@ -44,7 +50,7 @@ struct mpccl_os_rma {
     void **peer_sig_rkey;     /* [nranks] unpacked by the proxy thread */
     uint64_t *sent;           /* [nranks][per] signals sent on each counter (proxy thread) */
     pthread_mutex_t grave_mu;
-    void **grave;             /* remote keys of released windows */
+    grave_t *grave;           /* remote keys and source regions of released windows */
     size_t ngrave, cap;
 };
 
@@ -89,32 +95,39 @@ static const char *refusal(void)
 
 int mpccl_os_rma_wanted(void) { return refusal() == NULL; }
 
+static void to_grave(mpccl_os_rma_t *r, void *p, int region)
+{
+    pthread_mutex_lock(&r->grave_mu);
+    if (r->ngrave == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 64;
+        grave_t *g = realloc(r->grave, cap * sizeof(*g));
+        if (!g) { /* leak it rather than free it under the proxy */
+            pthread_mutex_unlock(&r->grave_mu);
+            MPCCL_WARN(MPCCL_SUB_P2P, "one-sided: out of memory keeping a released %s; it is leaked",
+                       region ? "window's UCX region" : "remote key");
+            return;
+        }
+        r->grave = g;
+        r->cap = cap;
+    }
+    r->grave[r->ngrave++] = (grave_t){p, region};
+    pthread_mutex_unlock(&r->grave_mu);
+}
+
 static void bury(mpccl_os_rma_t *r, void **keys)
 {
-    if (!keys) return;
-    pthread_mutex_lock(&r->grave_mu);
-    for (int i = 0; i < r->comm->nranks; i++) {
-        if (!keys[i]) continue;
-        if (r->ngrave == r->cap) {
-            size_t cap = r->cap ? 2 * r->cap : 64;
-            void **g = realloc(r->grave, cap * sizeof(*g));
-            if (!g) { /* leak the key rather than destroy it under the proxy */
-                MPCCL_WARN(MPCCL_SUB_P2P, "one-sided: out of memory keeping a remote key; it is leaked");
-                continue;
-            }
-            r->grave = g;
-            r->cap = cap;
-        }
-        r->grave[r->ngrave++] = keys[i];
-    }
-    pthread_mutex_unlock(&r->grave_mu);
+    for (int i = 0; keys && i < r->comm->nranks; i++)
+        if (keys[i]) to_grave(r, keys[i], 0);
 }
 
 void mpccl_os_rma_drop_keys(mpccl_os_rma_t *r)
 {
     if (!r) return;
     pthread_mutex_lock(&r->grave_mu);
-    for (size_t i = 0; i < r->ngrave; i++) mpccl_ucx_rkey_destroy(r->grave[i]);
+    for (size_t i = 0; i < r->ngrave; i++) {
+        if (r->grave[i].region) mpccl_ucx_region_close(r->grave[i].p);
+        else mpccl_ucx_rkey_destroy(r->grave[i].p);
+    }
     r->ngrave = 0;
     pthread_mutex_unlock(&r->grave_mu);
 }
@@ -331,9 +344,11 @@ mpccl_status_t mpccl_os_rma_win_setup(mpccl_os_rma_t *r, struct mpccl_win *w)
 
 void mpccl_os_rma_win_free(mpccl_os_rma_t *r, struct mpccl_win *w)
 {
-    /* (a put still reading the window broke NCCL's rule: no operation on a
-     * window in flight at its deregistration) */
-    if (w->local_region) mpccl_ucx_region_close(w->local_region);
+    /* Kept until the proxy lets go, like the keys: a put still reading the
+     * window broke NCCL's rule (no operation in flight on a window at its
+     * deregistration), but the proxy may have looked the region up already. */
+    if (w->local_region && r) to_grave(r, w->local_region, 1);
+    else if (w->local_region) mpccl_ucx_region_close(w->local_region);
     w->local_region = NULL;
     release_keys(r, &w->peer_rkey, &w->peer_addr, &w->peer_keys, &w->mem);
 }

@@ -23,8 +23,9 @@ struct mpccl_win;
 typedef struct mpccl_os_rma mpccl_os_rma_t;
 
 mpccl_status_t mpccl_os_rma_new(ncclComm_t comm, mpccl_os_rma_t **out);
-/* Destroys the remote keys of released windows (the proxy no longer uses
- * them); after the proxy detached and before the transport closes. */
+/* Destroys the remote keys (and closes the source regions) of released
+ * windows (the proxy no longer uses them); after the proxy detached and
+ * before the transport closes. */
 void mpccl_os_rma_drop_keys(mpccl_os_rma_t *r);
 /* After mpccl_os_rma_drop_keys.  Safe on NULL. */
 void mpccl_os_rma_free(mpccl_os_rma_t *r);
