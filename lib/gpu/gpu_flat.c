@@ -26,8 +26,6 @@ typedef struct {
     int32_t p2p_ctas;   /* most CTAs one send/recv message uses */
     int32_t win;        /* collectives on symmetric windows skip the region (MPCCL_FLAT_WIN) */
     int32_t reg;        /* ... and so do those on registered buffers (MPCCL_FLAT_REG) */
-    int32_t self_ctas;  /* alltoall from self_bytes: CTAs for the own block (MPCCL_FLAT_SELF_CTAS) */
-    uint64_t self_bytes;
     uint64_t slice_bytes, cta_bytes, max_bytes, oneshot_bytes, ll_max, p2p_slice;
     uint64_t p2p_direct; /* send/recv messages from this size ask for a direct (registered) receive */
     uint64_t p2p_ll;     /* send/recv messages up to this size go as LL units (MPCCL_FLAT_P2P_LL_BYTES) */
@@ -38,6 +36,8 @@ struct mpccl_flat_comm {
     int rank, nranks, dev;
     flat_settings_t set;
     int p2p_pull;  /* MPCCL_FLAT_P2P_PULL: registered send buffers offer themselves (local: the sender's say) */
+    int self_ctas; /* alltoall from self_bytes per block: CTAs for the own block (local: MPCCL_FLAT_SELF_CTAS) */
+    uint64_t self_bytes;
     mpccl_gpu_abort_ctl_t *abort; /* the communicator's abort word (gpu_abort.h) */
     void *region;
     mpccl_ipc_desc_t *desc;                  /* [nranks] */
@@ -74,8 +74,6 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->win = mpccl_config_int("FLAT_WIN") != 0;
     s->reg = mpccl_config_int("FLAT_REG") != 0;
     s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
-    s->self_ctas = (int32_t)clamp_u64(mpccl_config_int("FLAT_SELF_CTAS"), 0, MPCCL_FLAT_MAX_CTAS / 2);
-    s->self_bytes = clamp_u64(mpccl_config_int("FLAT_SELF_BYTES"), 0, UINT64_MAX >> 1);
     s->p2p_direct = clamp_u64(mpccl_config_int("FLAT_P2P_DIRECT_BYTES"), 1, UINT64_MAX >> 1);
     s->p2p_ll = clamp_u64(mpccl_config_int("FLAT_P2P_LL_BYTES"), 0, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
@@ -178,6 +176,8 @@ mpccl_status_t mpccl_flat_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo
     f->dev = g->dev;
     f->set = set;
     f->p2p_pull = mpccl_config_int("FLAT_P2P_PULL") != 0;
+    f->self_ctas = (int)clamp_u64(mpccl_config_int("FLAT_SELF_CTAS"), 0, MPCCL_FLAT_MAX_CTAS / 2);
+    f->self_bytes = clamp_u64(mpccl_config_int("FLAT_SELF_BYTES"), 0, UINT64_MAX >> 1);
     size_t bytes = (size_t)mpccl_flat_region_bytes(n, set.slice_bytes, set.ll_max, set.p2p_slice);
     int ok = 0;
     mpccl_status_t mine = map_region(f, bs, bytes);
@@ -351,21 +351,21 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
     a.op = (d->coll == MPCCL_COLL_ALLREDUCE || d->coll == MPCCL_COLL_REDUCE || d->coll == MPCCL_COLL_REDUCESCATTER)
                ? (int)d->op : MPCCL_OP_SUM;
     mpccl_flat_geom_params_t gp = geom_params(f);
-    /* Large alltoalls keep self_ctas CTAs out of the peers' work on every
-     * rank (the region's geometry must agree); where the call is out of
-     * place, those CTAs copy the own block beside the NVLink traffic instead
-     * of every CTA copying its share after each chunk's wait: +8-15 % out of
-     * place, -1-8 % in place on 2 x H100.  Not for allgather, which is often
-     * in place (FSDP gathers into the output it already holds a block of). */
-    int split = a.mode == MPCCL_FLAT_ALLTOALL && f->set.self_ctas > 0 &&
-                (uint32_t)f->set.self_ctas < gp.max_ctas && d->count * mpccl_dtype_size(d->dt) >= f->set.self_bytes;
-    if (split) gp.max_ctas -= (uint32_t)f->set.self_ctas;
     mpccl_flat_geom_t geo;
     mpccl_flat_geometry(&gp, a.mode, d->count, mpccl_dtype_size(d->dt), &geo);
     a.sub_elems = geo.sub_elems;
     a.stride = geo.stride;
     a.ll_bytes = geo.ll_bytes;
-    a.self_ctas = split && !geo.ll_bytes && !d->in_place ? f->set.self_ctas : 0;
+    /* A large alltoall out of place copies its own block on self_ctas CTAs
+     * of its own, beside the full grid on the peers' blocks, instead of every
+     * CTA copying its share after each chunk's wait: the move kernel fits
+     * them (two CTAs per SM).  The geometry stays as it is, so in place and
+     * the peers (in place or not) are untouched: a rank's own choice.  Not
+     * for allgather: its code beside alltoall's does not fit the move
+     * kernel's registers. */
+    if (a.mode == MPCCL_FLAT_ALLTOALL && !d->in_place && !geo.ll_bytes &&
+        d->count * mpccl_dtype_size(d->dt) >= f->self_bytes)
+        a.self_ctas = f->self_ctas;
     a.ab = mpccl_gpu_abort_arg(f->abort);
     return mpccl_flat_launch(&a, geo.ctas + (uint32_t)a.self_ctas, stream);
 }

@@ -6,6 +6,7 @@
 
 #include "nccl.h"
 extern "C" {
+#include "util/datatype.h"
 #include "util/status.h"
 }
 #include "kernels/flat.h"
@@ -20,12 +21,24 @@ extern "C" {
 MPCCL_FLAT_TYPES(X)
 #undef X
 
+/* The move kernel (alltoall with copy CTAs), by element size in bytes. */
+#define MPCCL_FLAT_MOVE_SIZES(X) X(1) X(2) X(4) X(8)
+#define X(B)                                                                                                    \
+    extern "C" cudaError_t mpccl_flat_move_launch_##B(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s); \
+    extern "C" cudaError_t mpccl_flat_move_load_##B(void);
+MPCCL_FLAT_MOVE_SIZES(X)
+#undef X
+
 extern "C" mpccl_status_t mpccl_flat_load(void)
 {
     cudaError_t e = cudaSuccess;
 #define X(DT)                                                                                                   \
     if (e == cudaSuccess) e = mpccl_flat_load_##DT();
     MPCCL_FLAT_TYPES(X)
+#undef X
+#define X(B)                                                                                                    \
+    if (e == cudaSuccess) e = mpccl_flat_move_load_##B();
+    MPCCL_FLAT_MOVE_SIZES(X)
 #undef X
     if (e != cudaSuccess) return mpccl_fail(MPCCL_ERR_CUDA, "loading the flat kernels: %s", cudaGetErrorString(e));
     return MPCCL_OK;
@@ -60,14 +73,31 @@ extern "C" mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, 
     return launched(e, "flat window kernel", a->dtype);
 }
 
+/* An alltoall with copy CTAs on the move kernel: up to self_ctas CTAs more
+ * than a plain launch, beside a full grid on the peers' blocks. */
+static mpccl_status_t move_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
+{
+    cudaError_t e;
+    switch (mpccl_dtype_size((ncclDataType_t)a->dtype)) {
+#define X(B)                                                                         \
+    case B: e = mpccl_flat_move_launch_##B(a, nctas, stream); break;
+        MPCCL_FLAT_MOVE_SIZES(X)
+#undef X
+    default: return mpccl_fail(MPCCL_ERR_INTERNAL, "flat move launch with datatype %d", a->dtype);
+    }
+    return launched(e, "flat move kernel", a->dtype);
+}
+
 extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
-    if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS || a->nranks < 2 || a->nranks > MPCCL_FLAT_MAX_RANKS ||
-        (unsigned)a->mode >= MPCCL_FLAT_NUM_MODES || (unsigned)a->op > 3 || a->sub_elems == 0 ||
-        a->self_ctas < 0 || (uint32_t)a->self_ctas >= nctas)
+    if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS + (uint32_t)(a->self_ctas > 0 ? a->self_ctas : 0) ||
+        a->nranks < 2 || a->nranks > MPCCL_FLAT_MAX_RANKS || (unsigned)a->mode >= MPCCL_FLAT_NUM_MODES ||
+        (unsigned)a->op > 3 || a->sub_elems == 0 || a->self_ctas < 0 || (uint32_t)a->self_ctas >= nctas ||
+        (a->self_ctas > 0 && (a->mode != MPCCL_FLAT_ALLTOALL || a->ll_bytes || a->self_ctas > MPCCL_FLAT_MAX_CTAS / 2)))
         return mpccl_fail(MPCCL_ERR_INTERNAL,
                           "flat launch: %u CTAs (%d copying the own block), %d ranks, mode %d, op %d, %u elements per CTA",
                           nctas, a->self_ctas, a->nranks, a->mode, a->op, a->sub_elems);
+    if (a->self_ctas > 0) return move_launch(a, nctas, stream);
     cudaError_t e;
     switch (a->dtype) {
 #define X(DT)                                                                        \

@@ -32,9 +32,9 @@ typedef struct mpccl_flat_args {
     uint32_t stride;      /* bytes between the CTAs' areas in a slice (phase), or in the LL area */
     int32_t rank, nranks, root;
     int32_t mode, dtype, op;
-    /* allgather/alltoall out of place (the host asks for alltoall only): the
-     * grid's last self_ctas CTAs copy the own block, input to output, while
-     * the others move the peers' blocks */
+    /* alltoall out of place, not LL: the grid's last self_ctas CTAs copy the
+     * own block, input to output, while the others move the peers' blocks
+     * (on the move kernel, which fits two CTAs per SM) */
     int32_t self_ctas;
     mpccl_abort_arg_t ab; /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_flat_args_t;
@@ -116,8 +116,9 @@ mpccl_status_t mpccl_flat_p2p_launch(const mpccl_flat_p2p_args_t *a, uint32_t nc
 /* Loads both flat p2p kernels into the current device's context now. */
 mpccl_status_t mpccl_flat_p2p_load(void);
 
-/* Launches the flat kernel with nctas CTAs (<= MPCCL_FLAT_MAX_CTAS, equal on
- * every rank) on stream.  Only enqueues. */
+/* Launches the flat kernel with nctas CTAs on stream: the geometry's CTAs
+ * (<= MPCCL_FLAT_MAX_CTAS, equal on every rank) plus a->self_ctas copy CTAs
+ * (this rank's own choice).  Only enqueues. */
 mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream);
 /* Loads every flat kernel (collectives and windows, all datatypes) into the
  * current device's context now (lib/gpu/gpu_kernels_load.c says why). */

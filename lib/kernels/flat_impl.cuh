@@ -193,7 +193,9 @@ struct shared_ptrs {
     uint32_t epoch;
 };
 
-template <int DT, int OP> struct flat {
+/* MODE >= 0 builds the struct for that mode alone (the move kernel), so the
+ * compiler drops every other mode's code. */
+template <int DT, int OP, int MODE = -1> struct flat {
     typedef typename ty<DT>::T T;
     const mpccl_flat_args_t &a;
     shared_ptrs &sh;
@@ -210,6 +212,7 @@ template <int DT, int OP> struct flat {
         return (volatile uint32_t *)(a.region[r] + flags_off) +
                (((uint64_t)phase * 2 + p) * N + src) * MPCCL_FLAT_MAX_CTAS + g;
     }
+    __device__ int mode() const { return MODE >= 0 ? MODE : a.mode; }
     __device__ const char *in_at(uint64_t elem) const { return (const char *)a.in + elem * sizeof(T); }
     __device__ char *out_at(uint64_t elem) const { return (char *)a.out + elem * sizeof(T); }
 
@@ -335,7 +338,7 @@ template <int DT, int OP> struct flat {
         uint64_t cnt = a.count;
         int root = a.root;
         /* push */
-        switch (a.mode) {
+        switch (mode()) {
         case MPCCL_FLAT_ALLREDUCE_1:
         case MPCCL_FLAT_ALLGATHER: push_all(in_at(at), p, n); break;
         case MPCCL_FLAT_BROADCAST:
@@ -354,7 +357,7 @@ template <int DT, int OP> struct flat {
         case MPCCL_FLAT_REDUCESCATTER:
         case MPCCL_FLAT_ALLTOALL:
         case MPCCL_FLAT_SCATTER:
-            if ((a.mode != MPCCL_FLAT_SCATTER || me == root) && n) {
+            if ((mode() != MPCCL_FLAT_SCATTER || me == root) && n) {
                 for (int j = 0; j < N; j++) {
                     if (j == me) continue;
                     if (threadIdx.x == 0) {
@@ -370,7 +373,7 @@ template <int DT, int OP> struct flat {
         signal(0, p, seq);
         wait(0, p, seq);
         /* consume */
-        switch (a.mode) {
+        switch (mode()) {
         case MPCCL_FLAT_ALLREDUCE_1: reduce_all(out_at(at), in_at(at), p, n, 0); break;
         case MPCCL_FLAT_REDUCESCATTER: reduce_all(out_at(at), in_at((uint64_t)me * cnt + at), p, n, 0); break;
         case MPCCL_FLAT_REDUCE:
@@ -379,11 +382,11 @@ template <int DT, int OP> struct flat {
         case MPCCL_FLAT_ALLGATHER:
         case MPCCL_FLAT_ALLTOALL:
         case MPCCL_FLAT_GATHER:
-            if (a.mode == MPCCL_FLAT_GATHER && me != root) break;
+            if (mode() == MPCCL_FLAT_GATHER && me != root) break;
             for (int s = 0; s < N; s++) {
                 if (s == me && a.self_ctas) continue; /* the copy CTAs' work (self_copy) */
                 const char *src = s != me ? area(me, s, p, 0)
-                                 : in_at((a.mode == MPCCL_FLAT_ALLTOALL ? (uint64_t)me * cnt : 0) + at);
+                                 : in_at((mode() == MPCCL_FLAT_ALLTOALL ? (uint64_t)me * cnt : 0) + at);
                 copy1(out_at((uint64_t)s * cnt + at), src, n);
             }
             break;
@@ -404,7 +407,7 @@ template <int DT, int OP> struct flat {
     /* Whether rank `from` has data for rank `to` in this mode. */
     __device__ bool ll_sends(int from, int to) const
     {
-        switch (a.mode) {
+        switch (mode()) {
         case MPCCL_FLAT_BROADCAST:
         case MPCCL_FLAT_SCATTER: return from == a.root;
         case MPCCL_FLAT_REDUCE:
@@ -415,7 +418,7 @@ template <int DT, int OP> struct flat {
     /* My data for rank j (its sub-part g). */
     __device__ const char *ll_src(int j, uint64_t o) const
     {
-        switch (a.mode) {
+        switch (mode()) {
         case MPCCL_FLAT_REDUCESCATTER:
         case MPCCL_FLAT_ALLTOALL:
         case MPCCL_FLAT_SCATTER: return in_at((uint64_t)j * a.count + o);
@@ -444,7 +447,7 @@ template <int DT, int OP> struct flat {
          * (body) before any wait below reads it. */
         __syncthreads();
         /* consume */
-        int mode = a.mode;
+        const int mode = this->mode();
         bool reduce = mode == MPCCL_FLAT_ALLREDUCE_1 || mode == MPCCL_FLAT_REDUCESCATTER ||
                       (mode == MPCCL_FLAT_REDUCE && me == a.root);
         if (n && reduce) {
@@ -493,11 +496,11 @@ template <int DT, int OP> struct flat {
      * the others' NVLink traffic instead of after each chunk's wait. */
     __device__ void self_copy() const
     {
-        const uint64_t K = (uint64_t)a.self_ctas, k = (uint64_t)(g - G), vec = 16 / sizeof(T) ? 16 / sizeof(T) : 1;
+        const uint64_t K = (uint64_t)a.self_ctas, k = (uint64_t)(g - G), vec = 16 / sizeof(T);
         const uint64_t per = ((a.count + K - 1) / K + vec - 1) / vec * vec, lo = k * per;
         if (lo >= a.count) return;
         const uint64_t n = a.count - lo < per ? a.count - lo : per;
-        const uint64_t src = (a.mode == MPCCL_FLAT_ALLTOALL ? (uint64_t)me * a.count : 0) + lo;
+        const uint64_t src = (mode() == MPCCL_FLAT_ALLTOALL ? (uint64_t)me * a.count : 0) + lo;
         copy1(out_at((uint64_t)me * a.count + lo), in_at(src), n);
     }
 
@@ -512,7 +515,7 @@ template <int DT, int OP> struct flat {
         uint32_t epoch = vload(ctr);
         if (!a.ll_bytes) __syncthreads(); /* (chunk_ll has its own after its stores) */
         uint64_t cap = (uint64_t)G * a.sub_elems;
-        int two = a.mode == MPCCL_FLAT_ALLREDUCE_2;
+        int two = mode() == MPCCL_FLAT_ALLREDUCE_2;
         uint64_t per = two ? cap * N : cap, nch = (a.count + per - 1) / per;
         if (a.ll_bytes) nch = 1; /* the host sends only one-chunk calls to LL */
         for (uint64_t c = 0; c < nch && a.ll_bytes; c++) chunk_ll((epoch + 1u) & 1u, epoch + 1u);
@@ -556,6 +559,27 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_ker
     }
 }
 
+/* An out-of-place alltoall with copy CTAs (a.self_ctas > 0): the same body,
+ * built for two CTAs per SM (at most 64 registers: flat_kernel's 128 x 512
+ * threads fill an SM's register file), so the copy CTAs run beside a full grid
+ * on the peers' blocks instead of taking CTAs out of it.  Alltoall only
+ * (with allgather's code too it spills at 64 registers); pure movement, so
+ * one instance per element size (the host picks it). */
+template <int DT> __global__ void __launch_bounds__(MPCCL_FLAT_THREADS, 2) flat_move_kernel(mpccl_flat_args_t a)
+{
+    __shared__ shared_ptrs sh;
+    int N = a.nranks;
+    uint64_t fo = mpccl_flat_flags_off(N, a.slice_bytes), lo = mpccl_flat_ll_off(N, a.slice_bytes);
+    const int G = (int)gridDim.x - a.self_ctas;
+    flat<DT, OP_SUM, MPCCL_FLAT_ALLTOALL>{a, sh, N, a.rank, G, (int)blockIdx.x, fo, lo}.body();
+}
+
+template <int DT> cudaError_t launch_move_dt(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
+{
+    flat_move_kernel<DT><<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
 /* One datatype's kernel launch; each flat_*.cu instantiates a few datatypes,
  * so nvcc compiles them in parallel. */
 template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
@@ -583,6 +607,19 @@ template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nct
         cudaFuncAttributes fa;                                                                               \
         cudaError_t e = cudaFuncGetAttributes(&fa, flat_kernel<DT>);                                         \
         return e != cudaSuccess ? e : cudaFuncGetAttributes(&fa, flat_win_kernel<DT>);                       \
+    }
+
+/* The move kernel for elements of BYTES bytes, as datatype DT. */
+#define MPCCL_FLAT_INSTANTIATE_MOVE(DT, BYTES)                                                               \
+    extern "C" cudaError_t mpccl_flat_move_launch_##BYTES(const mpccl_flat_args_t *a, uint32_t nctas,       \
+                                                          cudaStream_t s)                                    \
+    {                                                                                                        \
+        return launch_move_dt<DT>(a, nctas, s);                                                              \
+    }                                                                                                        \
+    extern "C" cudaError_t mpccl_flat_move_load_##BYTES(void)                                               \
+    {                                                                                                        \
+        cudaFuncAttributes fa;                                                                               \
+        return cudaFuncGetAttributes(&fa, flat_move_kernel<DT>);                                             \
     }
 #endif
 

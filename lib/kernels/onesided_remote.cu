@@ -48,9 +48,11 @@ __global__ void __launch_bounds__(REMOTE_PUT_THREADS) mpccl_os_remote_put_kernel
         char *hdr = a.link.tx_slots + (size_t)slot * a.slot_bytes;
         char *dst = (a.data ? a.data + (size_t)slot * a.slot_bytes : hdr) + MPCCL_OS_HDR_BYTES;
         const char *src = (const char *)a.src + off;
-        const uint32_t nw = a.src_win ? 0 : len / sizeof(W); /* from a window: UCX reads src itself */
-        for (uint32_t k = threadIdx.x; k < nw; k += blockDim.x) ((W *)dst)[k] = ((const W *)src)[k];
-        for (uint32_t k = nw * sizeof(W) + threadIdx.x; k < len && !a.src_win; k += blockDim.x) dst[k] = src[k];
+        if (!a.src_win) { /* from a window, UCX reads src itself */
+            const uint32_t nw = len / sizeof(W);
+            for (uint32_t k = threadIdx.x; k < nw; k += blockDim.x) ((W *)dst)[k] = ((const W *)src)[k];
+            for (uint32_t k = nw * sizeof(W) + threadIdx.x; k < len; k += blockDim.x) dst[k] = src[k];
+        }
         if (threadIdx.x == 0) {
             mpccl_os_msg_hdr_t *h = (mpccl_os_msg_hdr_t *)hdr;
             h->magic = MPCCL_OS_MSG_MAGIC;

@@ -175,8 +175,24 @@ static mpccl_status_t map_and_share(ncclComm_t comm, void *addr, size_t bytes, i
     return MPCCL_OK;
 }
 
+static uint64_t blob_addr(const unsigned char *all, size_t stride, int i)
+{
+    blob_head_t p;
+    memcpy(&p, all + (size_t)i * stride + sizeof(uint64_t), sizeof(p));
+    return p.addr;
+}
+
+static const void *blob_key(const unsigned char *all, size_t stride, int i)
+{
+    return all + (size_t)i * stride + sizeof(uint64_t) + sizeof(blob_head_t);
+}
+
 /* *slot, unpacked from blob i of all on the endpoint to peer when not yet. */
-static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride);
+static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride)
+{
+    if (*slot) return 1;
+    return mpccl_ucx_rkey_unpack(r->comm->transport, peer, blob_key(all, stride, peer), slot) == MPCCL_OK ? 1 : -1;
+}
 
 /* Unpacks the keys of every peer on another node: on the proxy thread
  * (mpccl_proxy_run), while the registration waits.  UCX may make CUDA calls
@@ -206,24 +222,6 @@ static mpccl_status_t unpack_now(mpccl_os_rma_t *r, struct mpccl_win *w, const c
     if (mpccl_proxy_run(r->pc, unpack_all, &j) == 0) return MPCCL_OK;
     return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: the remote keys of the peers on other nodes could not be unpacked "
                       "(above)", what);
-}
-
-static uint64_t blob_addr(const unsigned char *all, size_t stride, int i)
-{
-    blob_head_t p;
-    memcpy(&p, all + (size_t)i * stride + sizeof(uint64_t), sizeof(p));
-    return p.addr;
-}
-
-static const void *blob_key(const unsigned char *all, size_t stride, int i)
-{
-    return all + (size_t)i * stride + sizeof(uint64_t) + sizeof(blob_head_t);
-}
-
-static int rkey_of(mpccl_os_rma_t *r, int peer, void **slot, const unsigned char *all, size_t stride)
-{
-    if (*slot) return 1;
-    return mpccl_ucx_rkey_unpack(r->comm->transport, peer, blob_key(all, stride, peer), slot) == MPCCL_OK ? 1 : -1;
 }
 
 mpccl_status_t mpccl_os_rma_sig_setup(ncclComm_t comm, mpccl_os_rma_t *r, mpccl_proxy_comm_t *pc, void *counters,
@@ -405,21 +403,24 @@ int mpccl_os_rma_target(mpccl_os_rma_t *r, int peer, const void *hdr, uint32_t l
     if (h->bytes == 0) return 1;
     int found = 0, from = h->src_win == 0;
     pthread_mutex_lock(&ws->lock); /* against a deregistration (its keys go to the grave) */
-    for (struct mpccl_win *w = ws->wins; w && !from; w = w->next) {
-        if (w->id != h->src_win - 1u) continue;
-        from = w->local_region && h->src_offset <= w->size && h->bytes <= w->size - h->src_offset ? 1 : -1;
-        out->src = (const char *)w->base + h->src_offset;
-        out->src_region = w->local_region;
+    struct mpccl_win *src = NULL, *dst = NULL; /* one pass finds both windows */
+    for (struct mpccl_win *w = ws->wins; w && (!dst || (!from && !src)); w = w->next) {
+        if (!from && w->id == h->src_win - 1u) src = w;
+        if (w->id == h->win_id) dst = w;
     }
-    for (struct mpccl_win *w = ws->wins; w && !found && from == 1; w = w->next) {
-        if (w->id != h->win_id) continue;
-        found = w->peer_rkey == NULL ? -1
-              : h->offset > w->peer_size[peer] || h->bytes > w->peer_size[peer] - h->offset ? -2
-              : !w->peer_rkey[peer] ? -3
+    if (src) {
+        from = src->local_region && h->src_offset <= src->size && h->bytes <= src->size - h->src_offset ? 1 : -1;
+        out->src = (const char *)src->base + h->src_offset;
+        out->src_region = src->local_region;
+    }
+    if (dst && from == 1) {
+        found = dst->peer_rkey == NULL ? -1
+              : h->offset > dst->peer_size[peer] || h->bytes > dst->peer_size[peer] - h->offset ? -2
+              : !dst->peer_rkey[peer] ? -3
               : 1;
         if (found == 1) {
-            out->data_rkey = w->peer_rkey[peer];
-            out->data_addr = w->peer_addr[peer] + h->offset;
+            out->data_rkey = dst->peer_rkey[peer];
+            out->data_addr = dst->peer_addr[peer] + h->offset;
             out->data_bytes = h->bytes;
         }
     }

@@ -96,12 +96,12 @@ static mpccl_setting_t settings[] = {
      "into the receiver's region: no fence, no ready flag); larger ones are staged; 0: never (a huge value: every "
      "message, in chunks)",
      NULL, NULL},
-    {"FLAT_SELF_CTAS", NULL, "16",
-     "flat kernels: alltoalls with blocks of at least FLAT_SELF_BYTES run this many fewer CTAs on the peers' "
-     "blocks; out of place, that many extra CTAs copy the rank's own block beside them (0: every CTA copies its "
-     "share of the own block after each chunk)",
+    {"FLAT_SELF_CTAS", NULL, "64",
+     "flat kernels: an alltoall out of place with blocks of at least FLAT_SELF_BYTES runs this many extra CTAs "
+     "(0..64) that copy the rank's own block beside the CTAs on the peers' blocks (0: every CTA copies its share "
+     "of the own block after each chunk); this rank's own choice",
      NULL, NULL},
-    {"FLAT_SELF_BYTES", NULL, "4M", "flat kernels: smallest alltoall block for FLAT_SELF_CTAS", NULL, NULL},
+    {"FLAT_SELF_BYTES", NULL, "512K", "flat kernels: smallest alltoall block for FLAT_SELF_CTAS", NULL, NULL},
     {"FLAT_P2P_PULL", NULL, "1",
      "flat p2p: 1: a message of FLAT_P2P_DIRECT_BYTES or more from a ncclCommRegister'd send buffer into an "
      "unregistered receive buffer is copied by the receiver straight out of the send buffer; 0: staged",
