@@ -14,7 +14,8 @@ extern "C" {
 #define MPCCL_FLAT_TYPES(X) X(ncclInt8) X(ncclUint8) X(ncclInt32) X(ncclUint32) X(ncclInt64) X(ncclUint64) X(ncclFloat16) X(ncclBfloat16) X(ncclFloat32) X(ncclFloat64) X(ncclFloat8e4m3) X(ncclFloat8e5m2)
 
 #define X(DT)                                                                                                   \
-    extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s);  \
+    extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nt,     \
+                                                  cudaStream_t s);                                              \
     extern "C" cudaError_t mpccl_flat_win_launch_##DT(const mpccl_flat_win_args_t *a, uint32_t nctas,           \
                                                       cudaStream_t s);                                          \
     extern "C" cudaError_t mpccl_flat_load_##DT(void);
@@ -88,20 +89,23 @@ static mpccl_status_t move_launch(const mpccl_flat_args_t *a, uint32_t nctas, cu
     return launched(e, "flat move kernel", a->dtype);
 }
 
-extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
+extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nthreads,
+                                            cudaStream_t stream)
 {
     if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS + (uint32_t)(a->self_ctas > 0 ? a->self_ctas : 0) ||
         a->nranks < 2 || a->nranks > MPCCL_FLAT_MAX_RANKS || (unsigned)a->mode >= MPCCL_FLAT_NUM_MODES ||
         (unsigned)a->op > 3 || a->sub_elems == 0 || a->self_ctas < 0 || (uint32_t)a->self_ctas >= nctas ||
-        (a->self_ctas > 0 && (a->mode != MPCCL_FLAT_ALLTOALL || a->ll_bytes || a->self_ctas > MPCCL_FLAT_MAX_CTAS / 2)))
+        (a->self_ctas > 0 && (a->mode != MPCCL_FLAT_ALLTOALL || a->ll_bytes || a->self_ctas > MPCCL_FLAT_MAX_CTAS / 2)) ||
+        nthreads < 32 || nthreads > MPCCL_FLAT_THREADS || nthreads % 32 || (!a->ll_bytes && nthreads != MPCCL_FLAT_THREADS))
         return mpccl_fail(MPCCL_ERR_INTERNAL,
-                          "flat launch: %u CTAs (%d copying the own block), %d ranks, mode %d, op %d, %u elements per CTA",
-                          nctas, a->self_ctas, a->nranks, a->mode, a->op, a->sub_elems);
+                          "flat launch: %u CTAs (%d copying the own block) of %u threads, %d ranks, mode %d, op %d, "
+                          "%u elements per CTA",
+                          nctas, a->self_ctas, nthreads, a->nranks, a->mode, a->op, a->sub_elems);
     if (a->self_ctas > 0) return move_launch(a, nctas, stream);
     cudaError_t e;
     switch (a->dtype) {
 #define X(DT)                                                                        \
-    case DT: e = mpccl_flat_launch_##DT(a, nctas, stream); break;
+    case DT: e = mpccl_flat_launch_##DT(a, nctas, nthreads, stream); break;
         MPCCL_FLAT_TYPES(X)
 #undef X
     default: return mpccl_fail(MPCCL_ERR_INTERNAL, "flat launch with datatype %d", a->dtype);

@@ -118,8 +118,10 @@ mpccl_status_t mpccl_flat_p2p_load(void);
 
 /* Launches the flat kernel with nctas CTAs on stream: the geometry's CTAs
  * (<= MPCCL_FLAT_MAX_CTAS, equal on every rank) plus a->self_ctas copy CTAs
- * (this rank's own choice).  Only enqueues. */
-mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream);
+ * (this rank's own choice), of nthreads threads each: MPCCL_FLAT_THREADS, or
+ * for an LL launch a multiple of 32 down to 32 (every loop strides by
+ * blockDim).  Only enqueues. */
+mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nthreads, cudaStream_t stream);
 /* Loads every flat kernel (collectives and windows, all datatypes) into the
  * current device's context now (lib/gpu/gpu_kernels_load.c says why). */
 mpccl_status_t mpccl_flat_load(void);

@@ -582,9 +582,10 @@ template <int DT> cudaError_t launch_move_dt(const mpccl_flat_args_t *a, uint32_
 
 /* One datatype's kernel launch; each flat_*.cu instantiates a few datatypes,
  * so nvcc compiles them in parallel. */
-template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
+template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nthreads,
+                                        cudaStream_t stream)
 {
-    flat_kernel<DT><<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(*a);
+    flat_kernel<DT><<<nctas, nthreads, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 
@@ -593,9 +594,10 @@ template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nct
 #include "kernels/flat_win_impl.cuh"
 
 #define MPCCL_FLAT_INSTANTIATE(DT)                                                                           \
-    extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s) \
+    extern "C" cudaError_t mpccl_flat_launch_##DT(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nt,    \
+                                                  cudaStream_t s)                                            \
     {                                                                                                        \
-        return launch_dt<DT>(a, nctas, s);                                                                   \
+        return launch_dt<DT>(a, nctas, nt, s);                                                               \
     }                                                                                                        \
     extern "C" cudaError_t mpccl_flat_win_launch_##DT(const mpccl_flat_win_args_t *a, uint32_t nctas,       \
                                                       cudaStream_t s)                                        \
