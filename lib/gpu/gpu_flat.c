@@ -328,18 +328,18 @@ static mpccl_status_t launch_window(const mpccl_flat_comm_t *f, const mpccl_call
     return MPCCL_OK;
 }
 
-/* Threads per CTA.  An LL launch takes one per 8-byte unit of its CTA's part,
- * rounded up to a warp, at most LL_MAX_THREADS: on 2 x H100 a flat launch
- * inside a CUDA graph cost 3.2 us with 32-64 threads, 3.5 with 128, 4.0 with
- * 256 and 5.1 with 512 whatever the data, while fewer threads than units
- * pay in their loops (a 4 KB part: 4.6 us on 256 threads, 5.7 on 128). */
-enum { LL_MAX_THREADS = 256 };
+/* Threads per CTA.  An LL launch takes one per 8-byte unit of its CTA's
+ * part, rounded up to a warp: a tiny call's CTA then starts and meets its
+ * barriers with one or a few warps (inside CUDA graphs on 2 x H100, 16 B -
+ * 1 KB calls 0.1-0.3 us faster than on 512 threads), and fewer threads than
+ * units would pay in their loops (a 4 KB part: 4.6 us on 256 threads, 5.7 on
+ * 128, against 3.5 on 512). */
 static uint32_t launch_threads(const mpccl_flat_comm_t *f, const mpccl_flat_args_t *a, uint64_t esz)
 {
     if (!a->ll_bytes) return MPCCL_FLAT_THREADS;
     if (f->ll_threads) return (uint32_t)f->ll_threads;
     uint64_t units = ((uint64_t)a->sub_elems * esz + 7) / 8, t = (units + 31) & ~(uint64_t)31;
-    return t < 32 ? 32 : t > LL_MAX_THREADS ? LL_MAX_THREADS : (uint32_t)t;
+    return t < 32 ? 32 : t > MPCCL_FLAT_THREADS ? MPCCL_FLAT_THREADS : (uint32_t)t;
 }
 
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,

@@ -103,7 +103,7 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"FLAT_LL_THREADS", NULL, "0",
      "flat kernels: threads per CTA of an LL launch (32..512, a multiple of 32); 0: one per 8-byte unit of the "
-     "CTA's part, rounded up to a warp, at most 256",
+     "CTA's part, rounded up to a warp",
      NULL, NULL},
     {"FLAT_SELF_BYTES", NULL, "512K", "flat kernels: smallest alltoall block for FLAT_SELF_CTAS", NULL, NULL},
     {"FLAT_P2P_PULL", NULL, "1",
