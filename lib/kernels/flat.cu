@@ -89,14 +89,23 @@ static mpccl_status_t move_launch(const mpccl_flat_args_t *a, uint32_t nctas, cu
     return launched(e, "flat move kernel", a->dtype);
 }
 
+/* Whether a launch's shape is one the host may ask for: copy CTAs only for a
+ * non-LL alltoall (the move kernel), and fewer threads only for LL. */
+static bool launch_ok(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nthreads)
+{
+    const int32_t k = a->self_ctas;
+    bool copy_ok = k == 0 || (k > 0 && k <= MPCCL_FLAT_MAX_CTAS / 2 && a->mode == MPCCL_FLAT_ALLTOALL && !a->ll_bytes);
+    bool threads_ok = nthreads >= 32 && nthreads <= MPCCL_FLAT_THREADS && nthreads % 32 == 0 &&
+                      (a->ll_bytes || nthreads == MPCCL_FLAT_THREADS);
+    return copy_ok && threads_ok && nctas > (uint32_t)k && nctas <= MPCCL_FLAT_MAX_CTAS + (uint32_t)k &&
+           a->nranks >= 2 && a->nranks <= MPCCL_FLAT_MAX_RANKS && (unsigned)a->mode < MPCCL_FLAT_NUM_MODES &&
+           (unsigned)a->op <= 3 && a->sub_elems != 0;
+}
+
 extern "C" mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nthreads,
                                             cudaStream_t stream)
 {
-    if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS + (uint32_t)(a->self_ctas > 0 ? a->self_ctas : 0) ||
-        a->nranks < 2 || a->nranks > MPCCL_FLAT_MAX_RANKS || (unsigned)a->mode >= MPCCL_FLAT_NUM_MODES ||
-        (unsigned)a->op > 3 || a->sub_elems == 0 || a->self_ctas < 0 || (uint32_t)a->self_ctas >= nctas ||
-        (a->self_ctas > 0 && (a->mode != MPCCL_FLAT_ALLTOALL || a->ll_bytes || a->self_ctas > MPCCL_FLAT_MAX_CTAS / 2)) ||
-        nthreads < 32 || nthreads > MPCCL_FLAT_THREADS || nthreads % 32 || (!a->ll_bytes && nthreads != MPCCL_FLAT_THREADS))
+    if (!launch_ok(a, nctas, nthreads))
         return mpccl_fail(MPCCL_ERR_INTERNAL,
                           "flat launch: %u CTAs (%d copying the own block) of %u threads, %d ranks, mode %d, op %d, "
                           "%u elements per CTA",
