@@ -372,14 +372,13 @@ mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_ca
     a.sub_elems = geo.sub_elems;
     a.stride = geo.stride;
     a.ll_bytes = geo.ll_bytes;
-    /* A large alltoall out of place copies its own block on self_ctas CTAs
-     * of its own, beside the full grid on the peers' blocks, instead of every
-     * CTA copying its share after each chunk's wait: the move kernel fits
-     * them (two CTAs per SM).  The geometry stays as it is, so in place and
-     * the peers (in place or not) are untouched: a rank's own choice.  Not
-     * for allgather: its code beside alltoall's does not fit the move
-     * kernel's registers. */
-    if (a.mode == MPCCL_FLAT_ALLTOALL && !d->in_place && !geo.ll_bytes &&
+    /* A large alltoall or allgather out of place copies its own block on
+     * self_ctas CTAs of its own, beside the full grid on the peers' blocks,
+     * instead of every CTA copying its share after each chunk's wait: the
+     * move kernel fits them (two CTAs per SM).  The geometry stays as it is,
+     * so in place and the peers (in place or not) are untouched: a rank's
+     * own choice. */
+    if ((a.mode == MPCCL_FLAT_ALLTOALL || a.mode == MPCCL_FLAT_ALLGATHER) && !d->in_place && !geo.ll_bytes &&
         d->count * mpccl_dtype_size(d->dt) >= f->self_bytes)
         a.self_ctas = f->self_ctas;
     a.ab = mpccl_gpu_abort_arg(f->abort);

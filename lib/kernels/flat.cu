@@ -22,7 +22,7 @@ extern "C" {
 MPCCL_FLAT_TYPES(X)
 #undef X
 
-/* The move kernel (alltoall with copy CTAs), by element size in bytes. */
+/* The move kernel (alltoall and allgather with copy CTAs), by element size in bytes. */
 #define MPCCL_FLAT_MOVE_SIZES(X) X(1) X(2) X(4) X(8)
 #define X(B)                                                                                                    \
     extern "C" cudaError_t mpccl_flat_move_launch_##B(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t s); \
@@ -74,8 +74,9 @@ extern "C" mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, 
     return launched(e, "flat window kernel", a->dtype);
 }
 
-/* An alltoall with copy CTAs on the move kernel: up to self_ctas CTAs more
- * than a plain launch, beside a full grid on the peers' blocks. */
+/* An alltoall or allgather with copy CTAs on the move kernel: up to
+ * self_ctas CTAs more than a plain launch, beside a full grid on the peers'
+ * blocks. */
 static mpccl_status_t move_launch(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
     cudaError_t e;
@@ -90,11 +91,12 @@ static mpccl_status_t move_launch(const mpccl_flat_args_t *a, uint32_t nctas, cu
 }
 
 /* Whether a launch's shape is one the host may ask for: copy CTAs only for a
- * non-LL alltoall (the move kernel), and fewer threads only for LL. */
+ * non-LL alltoall or allgather (the move kernel), fewer threads only for LL. */
 static bool launch_ok(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nthreads)
 {
     const int32_t k = a->self_ctas;
-    bool copy_ok = k == 0 || (k > 0 && k <= MPCCL_FLAT_MAX_CTAS / 2 && a->mode == MPCCL_FLAT_ALLTOALL && !a->ll_bytes);
+    bool move = a->mode == MPCCL_FLAT_ALLTOALL || a->mode == MPCCL_FLAT_ALLGATHER;
+    bool copy_ok = k == 0 || (k > 0 && k <= MPCCL_FLAT_MAX_CTAS / 2 && move && !a->ll_bytes);
     bool threads_ok = nthreads >= 32 && nthreads <= MPCCL_FLAT_THREADS && nthreads % 32 == 0 &&
                       (a->ll_bytes || nthreads == MPCCL_FLAT_THREADS);
     return copy_ok && threads_ok && nctas > (uint32_t)k && nctas <= MPCCL_FLAT_MAX_CTAS + (uint32_t)k &&

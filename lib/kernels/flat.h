@@ -32,9 +32,9 @@ typedef struct mpccl_flat_args {
     uint32_t stride;      /* bytes between the CTAs' areas in a slice (phase), or in the LL area */
     int32_t rank, nranks, root;
     int32_t mode, dtype, op;
-    /* alltoall out of place, not LL: the grid's last self_ctas CTAs copy the
-     * own block, input to output, while the others move the peers' blocks
-     * (on the move kernel, which fits two CTAs per SM) */
+    /* alltoall or allgather out of place, not LL: the grid's last self_ctas
+     * CTAs copy the own block, input to output, while the others move the
+     * peers' blocks (on the move kernel, which fits two CTAs per SM) */
     int32_t self_ctas;
     mpccl_abort_arg_t ab; /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_flat_args_t;

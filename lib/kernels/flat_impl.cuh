@@ -564,25 +564,28 @@ __global__ void __launch_bounds__(MPCCL_FLAT_THREADS) flat_kernel(const __grid_c
     }
 }
 
-/* An out-of-place alltoall with copy CTAs (a.self_ctas > 0): the same body,
- * built for two CTAs per SM (at most 64 registers: flat_kernel's 128 x 512
- * threads fill an SM's register file), so the copy CTAs run beside a full grid
- * on the peers' blocks instead of taking CTAs out of it.  Alltoall only
- * (with allgather's code too it spills at 64 registers); pure movement, so
- * one instance per element size (the host picks it). */
-template <int DT>
+/* An out-of-place alltoall or allgather with copy CTAs (a.self_ctas > 0):
+ * the same body, built for one mode and two CTAs per SM (at most 64
+ * registers: flat_kernel's 128 x 512 threads fill an SM's register file), so
+ * the copy CTAs run beside a full grid on the peers' blocks instead of taking
+ * CTAs out of it.  One mode per instance (both in one spill at 64 registers);
+ * pure movement, so one instance per element size (the host picks it). */
+template <int DT, int MODE>
 __global__ void __launch_bounds__(MPCCL_FLAT_THREADS, 2) flat_move_kernel(const __grid_constant__ mpccl_flat_args_t a)
 {
     __shared__ shared_ptrs sh;
     int N = a.nranks;
     uint64_t fo = mpccl_flat_flags_off(N, a.slice_bytes), lo = mpccl_flat_ll_off(N, a.slice_bytes);
     const int G = (int)gridDim.x - a.self_ctas;
-    flat<DT, OP_SUM, MPCCL_FLAT_ALLTOALL>{a, sh, N, a.rank, G, (int)blockIdx.x, fo, lo}.body();
+    flat<DT, OP_SUM, MODE>{a, sh, N, a.rank, G, (int)blockIdx.x, fo, lo}.body();
 }
 
 template <int DT> cudaError_t launch_move_dt(const mpccl_flat_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
-    flat_move_kernel<DT><<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(*a);
+    if (a->mode == MPCCL_FLAT_ALLGATHER)
+        flat_move_kernel<DT, MPCCL_FLAT_ALLGATHER><<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(*a);
+    else
+        flat_move_kernel<DT, MPCCL_FLAT_ALLTOALL><<<nctas, MPCCL_FLAT_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 
@@ -627,7 +630,8 @@ template <int DT> cudaError_t launch_dt(const mpccl_flat_args_t *a, uint32_t nct
     extern "C" cudaError_t mpccl_flat_move_load_##BYTES(void)                                               \
     {                                                                                                        \
         cudaFuncAttributes fa;                                                                               \
-        return cudaFuncGetAttributes(&fa, flat_move_kernel<DT>);                                             \
+        cudaError_t e = cudaFuncGetAttributes(&fa, flat_move_kernel<DT, MPCCL_FLAT_ALLGATHER>);              \
+        return e != cudaSuccess ? e : cudaFuncGetAttributes(&fa, flat_move_kernel<DT, MPCCL_FLAT_ALLTOALL>); \
     }
 #endif
 

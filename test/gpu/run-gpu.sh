@@ -84,9 +84,11 @@ step sh "$mpi" -t 300 "$ngpu" mpccl-perf -C all -d all -o all -b 1 -e 1M -f 7 -c
 # datatype and op alone outlasts the step's limit)
 [ "$ngpu" -ge 2 ] && step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" mpccl-perf -C allreduce -d all -o all -b 1 -e 64M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
-# alltoall with the own block's CTAs (the move kernel) at every size, every datatype, eager and in CUDA graphs
+# alltoall and allgather with the own block's CTAs (the move kernel) at every size, every datatype, eager and in CUDA graphs
 step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" mpccl-perf -C alltoall -d all -b 1 -e 4M -f 7 -c 1 -w 1 -n 2
 step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 "$ngpu" mpccl-perf -C alltoall -b 1 -e 64M -f 9 -c 1 -w 1 -n 3 -G 2
+step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" mpccl-perf -C all_gather -d all -b 1 -e 4M -f 7 -c 1 -w 1 -n 2
+step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 "$ngpu" mpccl-perf -C all_gather -b 1 -e 64M -f 9 -c 1 -w 1 -n 3 -G 2
 # LL launches with fewer threads than units (every thread loops), every collective, datatype and op
 step sh "$mpi" -t 300 -e MPCCL_FLAT_LL_THREADS=32 "$ngpu" mpccl-perf -C all -d all -o all -b 1 -e 256K -f 7 -c 1 -w 1 -n 2
 # one rank: collectives are a copy on the stream (none in place), scaled ones a kernel
@@ -110,6 +112,7 @@ fi
 if want shared; then
 step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C alltoall -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C all_gather -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 3 mpccl-perf -W 3 -C all -b 1 -e 64K -f 61 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 3 mpccl-perf -W 3 -C sendrecv -b 1 -e 4M -f 13 -c 1 -w 1 -n 1
 # send/recv as LL units at every size, and never
