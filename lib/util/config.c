@@ -97,15 +97,15 @@ static mpccl_setting_t settings[] = {
      "message, in chunks)",
      NULL, NULL},
     {"FLAT_SELF_CTAS", NULL, "64",
-     "flat kernels: an alltoall out of place with blocks of at least FLAT_SELF_BYTES runs this many extra CTAs "
-     "(0..64) that copy the rank's own block beside the CTAs on the peers' blocks (0: every CTA copies its share "
-     "of the own block after each chunk); this rank's own choice",
+     "flat kernels: an alltoall or allgather out of place with blocks of at least FLAT_SELF_BYTES runs this "
+     "many extra CTAs (0..64) that copy the rank's own block beside the CTAs on the peers' blocks (0: every CTA "
+     "copies its share of the own block after each chunk); this rank's own choice",
      NULL, NULL},
     {"FLAT_LL_THREADS", NULL, "0",
      "flat kernels: threads per CTA of an LL launch (32..512, a multiple of 32); 0: one per 8-byte unit of the "
      "CTA's part, rounded up to a warp",
      NULL, NULL},
-    {"FLAT_SELF_BYTES", NULL, "512K", "flat kernels: smallest alltoall block for FLAT_SELF_CTAS", NULL, NULL},
+    {"FLAT_SELF_BYTES", NULL, "512K", "flat kernels: smallest alltoall or allgather block for FLAT_SELF_CTAS", NULL, NULL},
     {"FLAT_P2P_PULL", NULL, "1",
      "flat p2p: 1: a message of FLAT_P2P_DIRECT_BYTES or more from a ncclCommRegister'd send buffer into an "
      "unregistered receive buffer is copied by the receiver straight out of the send buffer; 0: staged",
