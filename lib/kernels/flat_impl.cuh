@@ -513,17 +513,20 @@ template <int DT, int OP, int MODE = -1> struct flat {
          * passed its last barrier (below), so all threads read one value. */
         if (threadIdx.x == 0) mpccl_abort_begin();
         uint32_t epoch = vload(ctr);
-        if (!a.ll_bytes) __syncthreads(); /* (chunk_ll has its own after its stores) */
+        /* The move kernel never runs LL (copy CTAs come with large calls
+         * only), so its build leaves chunk_ll out. */
+        const uint32_t ll = MODE < 0 ? a.ll_bytes : 0u;
+        if (!ll) __syncthreads(); /* (chunk_ll has its own after its stores) */
         uint64_t cap = (uint64_t)G * a.sub_elems;
         int two = mode() == MPCCL_FLAT_ALLREDUCE_2;
         uint64_t per = two ? cap * N : cap, nch = (a.count + per - 1) / per;
-        if (a.ll_bytes) nch = 1; /* the host sends only one-chunk calls to LL */
-        for (uint64_t c = 0; c < nch && a.ll_bytes; c++) chunk_ll((epoch + 1u) & 1u, epoch + 1u);
+        if (ll) nch = 1; /* the host sends only one-chunk calls to LL */
+        for (uint64_t c = 0; c < nch && ll; c++) chunk_ll((epoch + 1u) & 1u, epoch + 1u);
         /* (after an abort every wait returns at once: the remaining chunks
          * only move garbage; a per-thread break here could split the CTA
          * around its barriers) */
         if (g >= G) self_copy();
-        for (uint64_t c = 0; c < nch && !a.ll_bytes && g < G; c++) {
+        for (uint64_t c = 0; c < nch && !ll && g < G; c++) {
             uint32_t seq = epoch + (uint32_t)c + 1u, p = seq & 1u;
             if (two) chunk_two_shot(c, p, seq);
             else chunk(c, p, seq);
