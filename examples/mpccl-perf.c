@@ -333,7 +333,7 @@ static void measure(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t
     char msg[512] = "";
     long long local = 0;
     int l = c->lib == &e->lib[0] ? 0 : 1;
-    if (perf_call_prepare(c, d, &e->mem, host)) die("%s", "cannot copy input to the buffers");
+    if (perf_call_prepare(c, d, &e->mem, host, 0)) die("%s", "cannot copy input to the buffers");
     time_calls(o, e, c, o->warmup, NULL);
     double t[PERF_MAX_REPEATS], h[PERF_MAX_REPEATS];
     for (int r = 0; r < o->repeats; r++) t[r] = time_calls(o, e, c, o->iters, &h[r]);
@@ -342,7 +342,7 @@ static void measure(const opts_t *o, env_t *e, perf_call_t *c, const perf_data_t
     m->wrong = -1;
     if (o->check) {
         /* fresh input (in-place iterations consumed it), one call, then compare */
-        if (perf_call_prepare(c, d, &e->mem, host)) die("%s", "cannot copy input to the buffers");
+        if (perf_call_prepare(c, d, &e->mem, host, 1)) die("%s", "cannot copy input to the buffers");
         MPI_Barrier(MPI_COMM_WORLD);
         LCHECK(c->lib, perf_call_launch(c));
         if (perf_mem_sync(&e->mem)) die("%s", "stream synchronize failed");

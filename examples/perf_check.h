@@ -49,6 +49,8 @@ void perf_set(ncclDataType_t t, void *buf, size_t i, double v);
 void perf_data_init(perf_data_t *d, ncclDataType_t t, perf_op_t op, int nranks, uint64_t seed);
 /* buf[0..count) = elements first..first+count-1 of rank's input. */
 void perf_fill(const perf_data_t *d, int rank, size_t first, size_t count, void *buf);
+/* buf[0..count) = a block of rank's input repeated: data to time with, not to check. */
+void perf_fill_timing(const perf_data_t *d, int rank, size_t count, void *buf);
 /* Wrong elements of out[0..count) as the reduction over all ranks of input elements
  * first..first+count-1; the first one is described in msg (may be NULL). */
 size_t perf_check_reduce(const perf_data_t *d, size_t first, size_t count, const void *out,

@@ -142,7 +142,7 @@ static size_t output_count(const perf_call_t *c)
     }
 }
 
-int perf_call_prepare(const perf_call_t *c, const perf_data_t *d, perf_mem_t *m, void *host)
+int perf_call_prepare(const perf_call_t *c, const perf_data_t *d, perf_mem_t *m, void *host, int exact)
 {
     void *s, *r;
     size_t in = input_count(c), out = output_count(c), big = in > out ? in : out;
@@ -155,7 +155,10 @@ int perf_call_prepare(const perf_call_t *c, const perf_data_t *d, perf_mem_t *m,
     } else if (perf_mem_put(m, r, host, out * ts(c))) {
         return -1;
     }
-    perf_fill(d, c->rank, 0, in, host);
+    if (exact)
+        perf_fill(d, c->rank, 0, in, host);
+    else
+        perf_fill_timing(d, c->rank, in, host);
     return perf_mem_put(m, s, host, in * ts(c));
 }
 

@@ -55,8 +55,10 @@ typedef struct perf_call {
 void perf_call_ptrs(const perf_call_t *c, void **send, void **recv);
 ncclResult_t perf_call_launch(const perf_call_t *c);
 /* Writes this rank's input (d) where the call reads it and a poison pattern over
- * the rest of the output; host is scratch of max(send, recv) elements.  0: ok. */
-int perf_call_prepare(const perf_call_t *c, const perf_data_t *d, perf_mem_t *m, void *host);
+ * the rest of the output; host is scratch of max(send, recv) elements.  exact:
+ * every element as perf_call_check expects it; 0: perf_fill_timing's repeated
+ * block (the timed loops).  0: ok. */
+int perf_call_prepare(const perf_call_t *c, const perf_data_t *d, perf_mem_t *m, void *host, int exact);
 /* After the call completed: wrong elements of the output (and, out of place, of
  * the input, which must be left untouched); the first is described in msg. */
 size_t perf_call_check(const perf_call_t *c, const perf_data_t *d, perf_mem_t *m, void *host,

@@ -86,7 +86,7 @@ static void run_case(perf_coll_t coll, ncclDataType_t t, int v, size_t count, in
         goto out;
     }
     c.op = make_op(perf_coll_reduces(coll) ? v : PERF_SUM, &d, devscalar, hostscalar);
-    if (perf_call_prepare(&c, &d, &t_mem, host)) t_fail(__FILE__, __LINE__, "cannot stage the input");
+    if (perf_call_prepare(&c, &d, &t_mem, host, 1)) t_fail(__FILE__, __LINE__, "cannot stage the input");
     T_RESULT(perf_call_launch(&c), ncclSuccess, t_comm);
     T_EXPECT(perf_mem_sync(&t_mem) == 0, "stream synchronize failed");
     wrong = perf_call_check(&c, &d, &t_mem, host, msg, sizeof(msg));

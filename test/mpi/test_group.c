@@ -35,7 +35,7 @@ static void slot_init(slot_t *s, perf_coll_t coll, ncclDataType_t t, perf_op_t o
     s->c.recvbase = perf_mem_alloc(&t_mem, big);
     s->host = malloc(big ? big : 1);
     T_EXPECT(s->c.sendbase && s->c.recvbase && s->host, "out of memory");
-    if (s->host && perf_call_prepare(&s->c, &s->d, &t_mem, s->host)) t_fail(__FILE__, __LINE__, "cannot stage input");
+    if (s->host && perf_call_prepare(&s->c, &s->d, &t_mem, s->host, 1)) t_fail(__FILE__, __LINE__, "cannot stage input");
 }
 
 static void slot_check_free(slot_t *s, const char *what)
