@@ -379,6 +379,7 @@ static void csv_row(env_t *e, const row_t *r, int inplace, const perf_nccl_t *li
             perf_type_name(r->type), perf_op_name(r->op), r->root, inplace, lib->label, m->us, m->algbw, m->busbw);
     if (m->wrong >= 0) fprintf(e->csv, "%lld", m->wrong);
     fprintf(e->csv, ",%.3f\n", m->host_us);
+    fflush(e->csv); /* a run stopped by a time limit keeps the rows it measured */
 }
 
 /* With --compare: one line per placement, both libraries and the ratios. */

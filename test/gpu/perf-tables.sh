@@ -14,7 +14,8 @@
 # whole set can be taken in pieces that each fit a time limit; a later piece
 # with the same OUTDIR adds its files and tables.md is rebuilt from everything
 # there.  -t stops starting new runs once SECONDS have passed (the runs not
-# started are listed as SKIPPED and make the exit status 2).
+# started are listed as SKIPPED, one cut short as STOPPED with its rows so far;
+# either makes the exit status 2), so the tables are still written in time.
 # Writes OUTDIR/<collective>_<kind>.csv, the rows as printed (.txt), the seconds
 # each run took (times.txt) and OUTDIR/tables.md (examples/perf_table.py); plots
 # with examples/perf_plot.py when matplotlib is there.  Exits 1 if any run fails
@@ -65,12 +66,24 @@ run() { # name, then mpccl-perf arguments
         [ $status -ne 0 ] || status=2
         return
     fi
-    if ! timeout 900 ${MPIRUN:-mpirun} -np "$np" --bind-to none -x NCCL_NVLS_ENABLE=0 ./mpccl-perf -B uniqueid \
-        --compare "$lib" --csv "$out/$name.csv" "$@" > "$out/$name.txt" 2>&1; then
+    # a run may not outlast the budget either: it is stopped, and keeps the
+    # rows it measured (mpccl-perf writes each CSV row as it goes)
+    limit=900
+    if [ "$budget" -gt 0 ] && [ $((budget - (now - start))) -lt $limit ]; then limit=$((budget - (now - start))); fi
+    # shellcheck disable=SC2086 # MPIRUN may carry options of its own
+    timeout "$limit" ${MPIRUN:-mpirun} -np "$np" --bind-to none -x NCCL_NVLS_ENABLE=0 ./mpccl-perf -B uniqueid \
+        --compare "$lib" --csv "$out/$name.csv" "$@" > "$out/$name.txt" 2>&1
+    rc=$?
+    if [ $rc -eq 124 ] && [ "$limit" -lt 900 ]; then
+        echo "STOPPED: $name at the -t budget (its rows so far are kept)"
+        [ $status -ne 0 ] || status=2
+    elif [ $rc -ne 0 ]; then
         echo "FAILED: $name (see $out/$name.txt)"
         status=1
+    elif ! grep -q '^# Out of bounds values : 0 OK' "$out/$name.txt"; then
+        echo "WRONG RESULTS: $name"
+        status=1
     fi
-    grep -q '^# Out of bounds values : 0 OK' "$out/$name.txt" || { echo "WRONG RESULTS: $name"; status=1; }
     echo "$name $np $(($(date +%s) - now))" >> "$out/times.txt"
     echo "$name: $(grep -E '^# Host time' "$out/$name.txt" | sed 's/^# //')"
 }
