@@ -4,9 +4,9 @@
 /* About cta_bytes per CTA, at most max_ctas, each CTA's share within its
  * area of the slice (or of the LL area, two bytes per data byte).  LL, where
  * latency is all: a quarter of cta_bytes per CTA up to two such CTAs, an
- * eighth beyond (more SMs, half the threads each: 0.1-0.35 us less at
- * 16-64 KB inside CUDA graphs on 2 x H100, where at 4 KB two half CTAs cost
- * 0.1 us more than one). */
+ * eighth beyond (more SMs, half the threads each: 0.1-0.2 us less at
+ * 32-256 KB inside CUDA graphs on 2 x H200; at 4 KB two half CTAs were
+ * 0.1 us slower than one). */
 void mpccl_flat_geometry(const mpccl_flat_geom_params_t *p, int mode, uint64_t count, size_t es,
                          mpccl_flat_geom_t *out)
 {
