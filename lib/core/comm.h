@@ -46,6 +46,7 @@ struct ncclComm {
 
     const mpccl_executor_t *exec; /* runs its calls (core/exec.h); chosen at setup */
     struct mpccl_gpu_state *gpu; /* the GPU executor's state (gpu_launch.c); the core never reads it */
+    struct mpccl_scratch_pool *scratch; /* the host executor's scratch kept between calls (host_scratch.h) */
     int all_in_process; /* every rank lives in this process (ncclCommInitAll, grouped inits) */
     int aborting; /* atomic; ncclCommAbort began: device memory that a kernel
                    * waiting on a dead peer may still use is left allocated, since

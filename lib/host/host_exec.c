@@ -24,8 +24,6 @@ static void host_copy(void *dst, const void *src, size_t bytes) { memmove(dst, s
 
 static const mpccl_compute_ops_t host_ops = {host_copy, mpccl_host_reduce, mpccl_host_scale, mpccl_host_divide};
 
-#define EXEC_ALIGN 256 /* scratch alignment: whole cache lines, vector loads */
-
 struct mpccl_exec {
     mpccl_task_t task;
     const mpccl_compute_ops_t *ops;
@@ -34,6 +32,8 @@ struct mpccl_exec {
     size_t esize;
     char *buf[MPCCL_NUM_BUFS];
     void *tmp, *scaled;
+    size_t tmp_got, scaled_got;  /* their sizes, for the pool */
+    mpccl_scratch_pool_t *pool; /* the communicator's kept scratch (NULL: none) */
     uint32_t n, ndone;
     uint32_t *pending;    /* unmet dependencies per step */
     uint32_t *succ_first; /* successors of i: succ[succ_first[i] .. succ_first[i+1]) */
@@ -45,13 +45,6 @@ struct mpccl_exec {
     mpccl_status_t err;
     int send_detached; /* a send was cancelled in flight: a peer may still read its buffer */
 };
-
-static void *alloc_aligned(size_t bytes)
-{
-    void *p = NULL;
-    size_t rounded = (bytes + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN;
-    return posix_memalign(&p, EXEC_ALIGN, rounded ? rounded : EXEC_ALIGN) ? NULL : p;
-}
 
 static char *addr(const mpccl_exec_t *ex, mpccl_ref_t r) { return ex->buf[r.buf] + r.off * ex->esize; }
 
@@ -117,8 +110,8 @@ static void assign_tags(mpccl_exec_t *ex, uint64_t *send_seq, uint64_t *recv_seq
     }
 }
 
-mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, int rank, uint64_t *send_seq,
-                                uint64_t *recv_seq, mpccl_exec_t **out)
+mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, mpccl_scratch_pool_t *pool, int rank,
+                                uint64_t *send_seq, uint64_t *recv_seq, mpccl_exec_t **out)
 {
     *out = NULL;
     const mpccl_sched_t *s = task->sched;
@@ -130,6 +123,7 @@ mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, 
     ex->task = *task;
     ex->ops = &host_ops;
     ex->t = t;
+    ex->pool = pool;
     ex->rank = rank;
     ex->esize = esize;
     ex->n = s->nsteps;
@@ -149,7 +143,7 @@ mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, 
     ex->buf[MPCCL_BUF_IN] = (char *)task->in;
     ex->buf[MPCCL_BUF_OUT] = task->out;
     if (s->tmp_elems) {
-        ex->tmp = alloc_aligned(s->tmp_elems * esize);
+        ex->tmp = mpccl_scratch_get(pool, s->tmp_elems * esize, &ex->tmp_got);
         if (!ex->tmp) {
             st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %llu bytes of scratch",
                             (unsigned long long)(s->tmp_elems * esize));
@@ -162,7 +156,7 @@ mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, 
             st = mpccl_fail(MPCCL_ERR_ARG, "the input buffer is NULL");
             goto fail;
         }
-        ex->scaled = alloc_aligned(s->in_elems * esize);
+        ex->scaled = mpccl_scratch_get(pool, s->in_elems * esize, &ex->scaled_got);
         if (!ex->scaled) {
             st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the %llu-byte scaled input",
                             (unsigned long long)(s->in_elems * esize));
@@ -336,8 +330,8 @@ void mpccl_exec_free(mpccl_exec_t *ex)
         if (unfinished) __lsan_ignore_object(ex->reqs);
 #endif
     } else {
-        free(ex->tmp);
-        free(ex->scaled);
+        mpccl_scratch_put(ex->pool, ex->tmp, ex->tmp_got);
+        mpccl_scratch_put(ex->pool, ex->scaled, ex->scaled_got);
     }
     if (!unfinished) free(ex->reqs);
     free(ex);

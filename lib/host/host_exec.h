@@ -7,14 +7,17 @@
 
 #include "core/exec.h"
 #include "core/transport.h"
+#include "host/host_scratch.h"
 
 typedef struct mpccl_exec mpccl_exec_t;
 
 /* Tags (core/tags.h): a message to peer p carries mpccl_tag_seq(rank,
  * send_seq[p] + step.msg); the counters (nranks entries each, owned by the
  * communicator) advance by the number of messages the schedule exchanges with
- * each peer, so consecutive tasks and p2p calls match in program order. */
-mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, int rank,
+ * each peer, so consecutive tasks and p2p calls match in program order.
+ * Scratch comes from pool (the communicator's, kept between calls; NULL:
+ * allocated per task) and goes back to it at mpccl_exec_free. */
+mpccl_status_t mpccl_exec_start(const mpccl_task_t *task, mpccl_transport_t *t, mpccl_scratch_pool_t *pool, int rank,
                                 uint64_t *send_seq, uint64_t *recv_seq, mpccl_exec_t **out);
 /* Posts whatever became ready and checks completions; never blocks.  *done = 1 once
  * every step finished.  An error stops the task (in-flight requests cancelled). */

@@ -20,7 +20,7 @@ static mpccl_status_t start_op(mpccl_call_t *op)
     uint64_t *sseq = op->is_p2p ? c->p2p_send_seq : c->coll_send_seq;
     uint64_t *rseq = op->is_p2p ? c->p2p_recv_seq : c->coll_recv_seq;
     op->started = 1;
-    return mpccl_exec_start(&op->task, c->transport, c->rank, sseq, rseq, &op->run);
+    return mpccl_exec_start(&op->task, c->transport, c->scratch, c->rank, sseq, rseq, &op->run);
 }
 
 static int op_can_start(const mpccl_call_t *op)
@@ -198,11 +198,13 @@ static mpccl_status_t host_enter_device(int cuda_dev)
     return MPCCL_OK;
 }
 
-/* The transport, topology and counters the core builds are all a host
- * communicator needs. */
+/* Beside the transport, topology and counters the core builds, a host
+ * communicator keeps its calls' scratch memory (MPCCL_HOST_SCRATCH_KEEP). */
 static mpccl_status_t host_setup(ncclComm_t comm)
 {
-    (void)comm;
+    int64_t keep = mpccl_config_int("HOST_SCRATCH_KEEP");
+    comm->scratch = mpccl_scratch_pool_new(keep > 0 ? (size_t)keep : 0);
+    if (!comm->scratch) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the scratch pool");
     return MPCCL_OK;
 }
 
@@ -211,10 +213,12 @@ static void host_comm_noop(ncclComm_t comm)
     (void)comm;
 }
 
+/* Every call has returned (a failed one kept its scratch out of the pool). */
 static void host_release(ncclComm_t comm, int force)
 {
-    (void)comm;
     (void)force;
+    mpccl_scratch_pool_free(comm->scratch);
+    comm->scratch = NULL;
 }
 
 static uint64_t host_mem_bytes(ncclComm_t comm)

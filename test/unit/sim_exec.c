@@ -39,6 +39,7 @@ struct sim_world {
     long fail_at;  /* -1, or the send that fails */
     int force;     /* match everything possible (after an idle sweep) */
     uint64_t *seq; /* per rank: nranks send then nranks receive counters */
+    mpccl_scratch_pool_t *pool; /* scratch kept between runs, as a host communicator keeps it */
 };
 
 static uint64_t rnd(sim_world_t *w)
@@ -175,9 +176,11 @@ sim_world_t *sim_create(int nranks, uint64_t seed)
     w->fail_at = -1;
     w->tps = calloc((size_t)nranks, sizeof(sim_tp_t));
     w->seq = calloc((size_t)nranks * (size_t)nranks * 2, sizeof(uint64_t));
-    if (!w->tps || !w->seq) {
+    w->pool = mpccl_scratch_pool_new(64u << 20);
+    if (!w->tps || !w->seq || !w->pool) {
         free(w->tps);
         free(w->seq);
+        mpccl_scratch_pool_free(w->pool);
         free(w);
         return NULL;
     }
@@ -197,6 +200,7 @@ void sim_destroy(sim_world_t *w)
     free(w->recvs.v);
     free(w->tps);
     free(w->seq);
+    mpccl_scratch_pool_free(w->pool);
     free(w);
 }
 
@@ -261,7 +265,7 @@ mpccl_status_t sim_run(sim_world_t *w, const mpccl_task_t *tasks, const int *ran
     for (int i = 0; i < ntasks; i++) {
         uint64_t *mine = w->seq + (size_t)ranks[i] * per;
         memcpy(base + (size_t)i * per, mine, per * sizeof(uint64_t));
-        st = mpccl_exec_start(&tasks[i], sim_transport(w, ranks[i]), ranks[i], mine, mine + w->nranks, &ex[i]);
+        st = mpccl_exec_start(&tasks[i], sim_transport(w, ranks[i]), w->pool, ranks[i], mine, mine + w->nranks, &ex[i]);
         if (st != MPCCL_OK) {
             at = appendf(msg, len, at, "exec_start of task %d (rank %d): %s\n", i, ranks[i], mpccl_last_error());
             goto out;

@@ -490,7 +490,7 @@ START_TEST(engine_rejects_missing_buffers)
     mpccl_task_t task = {&s, in, NULL, ncclFloat32, MPCCL_OP_SUM, {0}, 3, NULL}; /* root without output */
     mpccl_exec_t *ex = NULL;
     sim_world_t *w = sim_create(3, seed);
-    ck_assert_int_eq(mpccl_exec_start(&task, sim_transport(w, 0), 0, seqs, seqs + 3, &ex), MPCCL_ERR_ARG);
+    ck_assert_int_eq(mpccl_exec_start(&task, sim_transport(w, 0), NULL, 0, seqs, seqs + 3, &ex), MPCCL_ERR_ARG);
     ck_assert_ptr_null(ex);
     for (int i = 0; i < 6; i++) ck_assert_uint_eq(seqs[i], 0); /* counters untouched */
     mpccl_sched_free(&s);
