@@ -135,6 +135,7 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
         }
     }
     MPCCL_CHECK_GOTO(comm->exec->setup(comm), st, out);
+    comm->exec_ready = 1;
     MPCCL_CHECK_GOTO(mpccl_comm_hier_setup(comm), st, out);
     comm->state = MPCCL_COMM_READY;
     if (comm->cuda_dev >= 0)

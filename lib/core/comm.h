@@ -45,8 +45,8 @@ struct ncclComm {
     uint64_t *p2p_send_seq, *p2p_recv_seq;
 
     const mpccl_executor_t *exec; /* runs its calls (core/exec.h); chosen at setup */
+    int exec_ready;               /* exec->setup succeeded (its release has something to give back) */
     struct mpccl_gpu_state *gpu; /* the GPU executor's state (gpu_launch.c); the core never reads it */
-    struct mpccl_scratch_pool *scratch; /* the host executor's scratch kept between calls (host_scratch.h) */
     int all_in_process; /* every rank lives in this process (ncclCommInitAll, grouped inits) */
     int aborting; /* atomic; ncclCommAbort began: device memory that a kernel
                    * waiting on a dead peer may still use is left allocated, since

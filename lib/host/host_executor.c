@@ -2,6 +2,7 @@
  * the communicator's transport and complete before the API call returns.  A
  * group's calls of every host communicator progress in one loop, so ranks
  * driven by one thread cannot deadlock. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,22 @@
 #include "util/clock.h"
 #include "util/config.h"
 
+/* Scratch memory kept between calls (host_scratch.h), one pool for all host
+ * communicators of the process, so that many communicators do not each hold
+ * MPCCL_HOST_SCRATCH_KEEP: created with the first, freed with the last. */
+static struct {
+    pthread_mutex_t lock;
+    int users;
+    mpccl_scratch_pool_t *pool;
+} shared_scratch = {PTHREAD_MUTEX_INITIALIZER, 0, NULL};
+
 static mpccl_status_t start_op(mpccl_call_t *op)
 {
     ncclComm_t c = op->comm;
     uint64_t *sseq = op->is_p2p ? c->p2p_send_seq : c->coll_send_seq;
     uint64_t *rseq = op->is_p2p ? c->p2p_recv_seq : c->coll_recv_seq;
     op->started = 1;
-    return mpccl_exec_start(&op->task, c->transport, c->scratch, c->rank, sseq, rseq, &op->run);
+    return mpccl_exec_start(&op->task, c->transport, shared_scratch.pool, c->rank, sseq, rseq, &op->run);
 }
 
 static int op_can_start(const mpccl_call_t *op)
@@ -198,14 +208,21 @@ static mpccl_status_t host_enter_device(int cuda_dev)
     return MPCCL_OK;
 }
 
-/* Beside the transport, topology and counters the core builds, a host
- * communicator keeps its calls' scratch memory (MPCCL_HOST_SCRATCH_KEEP). */
+/* The transport, topology and counters the core builds are all a host
+ * communicator needs, and a share of the process's scratch pool. */
 static mpccl_status_t host_setup(ncclComm_t comm)
 {
-    int64_t keep = mpccl_config_int("HOST_SCRATCH_KEEP");
-    comm->scratch = mpccl_scratch_pool_new(keep > 0 ? (size_t)keep : 0);
-    if (!comm->scratch) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the scratch pool");
-    return MPCCL_OK;
+    (void)comm;
+    mpccl_status_t st = MPCCL_OK;
+    pthread_mutex_lock(&shared_scratch.lock);
+    if (shared_scratch.users == 0) {
+        int64_t keep = mpccl_config_int("HOST_SCRATCH_KEEP");
+        shared_scratch.pool = mpccl_scratch_pool_new(keep > 0 ? (size_t)keep : 0);
+    }
+    if (shared_scratch.pool) shared_scratch.users++;
+    else st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the scratch pool");
+    pthread_mutex_unlock(&shared_scratch.lock);
+    return st;
 }
 
 static void host_comm_noop(ncclComm_t comm)
@@ -213,12 +230,19 @@ static void host_comm_noop(ncclComm_t comm)
     (void)comm;
 }
 
-/* Every call has returned (a failed one kept its scratch out of the pool). */
+/* Every call of comm has returned (a failed one kept its scratch out of the
+ * pool).  Only a communicator that was set up holds a share. */
 static void host_release(ncclComm_t comm, int force)
 {
     (void)force;
-    mpccl_scratch_pool_free(comm->scratch);
-    comm->scratch = NULL;
+    if (!comm->exec_ready) return;
+    comm->exec_ready = 0;
+    pthread_mutex_lock(&shared_scratch.lock);
+    if (shared_scratch.users > 0 && --shared_scratch.users == 0) {
+        mpccl_scratch_pool_free(shared_scratch.pool);
+        shared_scratch.pool = NULL;
+    }
+    pthread_mutex_unlock(&shared_scratch.lock);
 }
 
 static uint64_t host_mem_bytes(ncclComm_t comm)

@@ -1,4 +1,4 @@
-/* Scratch memory kept between a host communicator's calls (host_scratch.h). */
+/* Scratch memory kept between host communicators' calls (host_scratch.h). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>

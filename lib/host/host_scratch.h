@@ -1,4 +1,5 @@
-/* Scratch memory a host communicator keeps between its calls.  The schedule
+/* Scratch memory the host communicators of a process keep between their
+ * calls (host_executor.c holds one pool for all of them).  The schedule
  * engine (host_exec.c) takes a call's scratch here and gives it back when the
  * call is done.  Allocating it per call cost large calls most of their time:
  * glibc maps a fresh region for it, every page faults on first touch, and the

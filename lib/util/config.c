@@ -38,7 +38,7 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"CHUNK_BYTES", NULL, "512K", "pipelining chunk of ring/chain algorithms", NULL, NULL},
     {"HOST_SCRATCH_KEEP", NULL, "256M",
-     "host communicators: scratch memory kept between calls (bytes; 0: freed after every call)", NULL, NULL},
+     "host communicators: scratch memory the process keeps between their calls, all together (bytes; 0: none)", NULL, NULL},
     {"SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",
      "network interfaces for the unique-id bootstrap (prefixes, ^ excludes, = exact)", NULL, NULL},
     {"COMM_ID", "NCCL_COMM_ID", "", "host:port of the unique-id root (rank 0 listens there)", NULL,
