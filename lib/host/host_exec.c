@@ -33,7 +33,7 @@ struct mpccl_exec {
     char *buf[MPCCL_NUM_BUFS];
     void *tmp, *scaled;
     size_t tmp_got, scaled_got;  /* their sizes, for the pool */
-    mpccl_scratch_pool_t *pool; /* the communicator's kept scratch (NULL: none) */
+    mpccl_scratch_pool_t *pool; /* scratch kept between calls (host_executor.c; NULL: none) */
     uint32_t n, ndone;
     uint32_t *pending;    /* unmet dependencies per step */
     uint32_t *succ_first; /* successors of i: succ[succ_first[i] .. succ_first[i+1]) */
