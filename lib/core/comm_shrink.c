@@ -60,7 +60,8 @@ static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
             if (st == MPCCL_OK) st = wait_req(parent, peer, &req);
         }
     } else if (mpccl_comm_door_fd(parent) >= 0 && mpccl_comm_door_addr(parent, root)) {
-        st = mpccl_shrink_door_recv(parent, mpccl_comm_door_fd(parent), root, &job->id, sizeof(job->id));
+        st = mpccl_shrink_door_recv(parent, mpccl_comm_door_fd(parent), root, mpccl_comm_door_addr(parent, root),
+                                    &job->id, sizeof(job->id));
     } else {
         mpccl_req_t req = {0};
         st = t->ops->irecv(t, root, mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);

@@ -15,6 +15,7 @@
 #define DOOR_MAGIC 0x5348524b444f4f52ULL /* "SHRKDOOR" */
 #define DOOR_ID_MAX 128
 #define DOOR_POLL_MS 100      /* between checks for an abort or the root's death */
+#define DOOR_PROBE_MS 1000    /* between knocks on the root's door */
 #define DOOR_MESSAGE_MS 10000 /* a connection that has begun delivers within this */
 
 typedef struct {
@@ -85,9 +86,32 @@ static int take(ncclComm_t comm, int c, int root, void *id, size_t len)
     return 1;
 }
 
-mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, void *id, size_t len)
+/* Whether root's door still takes connections.  The watcher only covers
+ * peers on this machine and UCX notices a dead peer only when something is in
+ * flight to it, so a root that dies before it writes the id would otherwise
+ * leave us waiting for ever.  Its kernel refuses at once for a dead process;
+ * a machine that is gone answers nothing, counted from the first silent knock
+ * (*silent_since).  Returns 0, or the errno that says root is gone. */
+static int knock(const mpccl_sockaddr_t *root_door, int64_t *silent_since)
+{
+    int64_t now = mpccl_socket_now_ms();
+    int fd = -1, e = mpccl_socket_connect(root_door, now + DOOR_PROBE_MS, now, &fd);
+    if (e == 0) {
+        mpccl_socket_close(&fd); /* root's door drops an empty connection */
+        *silent_since = 0;
+        return 0;
+    }
+    if (e == ECONNREFUSED) return e;
+    /* Silent (or ECANCELED: the caller's loop reports the abort). */
+    if (*silent_since == 0) *silent_since = now;
+    return mpccl_socket_now_ms() - *silent_since >= DOOR_MESSAGE_MS ? ETIMEDOUT : 0;
+}
+
+mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, const mpccl_sockaddr_t *root_door,
+                                      void *id, size_t len)
 {
     if (len > DOOR_ID_MAX) return mpccl_fail(MPCCL_ERR_INTERNAL, "ncclCommShrink: an id of %zu bytes", len);
+    int64_t next_knock = mpccl_socket_now_ms() + DOOR_PROBE_MS, silent_since = 0;
     for (;;) {
         if (mpccl_bootstrap_cancelled())
             return mpccl_fail(MPCCL_ERR_USAGE, "ncclCommShrink: given up waiting for rank %d, the communicator "
@@ -99,6 +123,13 @@ mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, void *i
         int r = poll(&p, 1, DOOR_POLL_MS);
         if (r < 0 && errno != EINTR)
             return mpccl_fail(MPCCL_ERR_SYSTEM, "ncclCommShrink: poll on the door: %s", strerror(errno));
+        if (r <= 0 && root_door && mpccl_socket_now_ms() >= next_knock) {
+            int e = knock(root_door, &silent_since);
+            if (e != 0)
+                return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: rank %d, which hands out the new communicator, "
+                                  "is gone (its door: %s); exclude it too", root, strerror(e));
+            next_knock = mpccl_socket_now_ms() + DOOR_PROBE_MS;
+        }
         if (r <= 0) continue;
         int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (c < 0) continue; /* gone between poll and accept, or EINTR: wait for the next */

@@ -28,7 +28,10 @@ mpccl_status_t mpccl_shrink_door_send(ncclComm_t comm, int peer, const mpccl_soc
                                       size_t len);
 /* Another survivor: waits at its door (fd) for root's id, until root dies or
  * the communicator is aborted; connections that are not root's for comm are
- * dropped. */
-mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, void *id, size_t len);
+ * dropped.  root_door (may be NULL): root's door, knocked on every second
+ * while waiting, so that a root whose death nothing else reports (on another
+ * machine, or with the watcher off) fails the wait instead of hanging it. */
+mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, const mpccl_sockaddr_t *root_door,
+                                      void *id, size_t len);
 
 #endif

@@ -1,6 +1,7 @@
 /* The UCX transport's private state, shared by the files that implement it
  * (ucx_transport.c: operations, progress, close, create; ucx_eager.c: the
- * eager limit per endpoint; ucx_revoke.c: the revoke message). */
+ * eager limit per endpoint; ucx_revoke.c: the revoke message; ucx_wireup.c:
+ * connecting the network endpoints at creation). */
 #ifndef MPCCL_UCX_TP_H
 #define MPCCL_UCX_TP_H
 
@@ -46,5 +47,9 @@ size_t mpccl_ucx_eager_max(mpccl_transport_t *t, int peer);
 /* Posts the receive of the revoke message from any sender (outside UCX's
  * callbacks); progress reposts it after each arrival. */
 void mpccl_ucx_post_revoke_recv(mpccl_ucx_tp_t *tp);
+/* Waits until every endpoint to a peer in error mode peer (another machine)
+ * is connected, all lanes, bounded by MPCCL_BOOTSTRAP_TIMEOUT; every rank of
+ * the transport calls it at creation.  Fails naming a peer that died meanwhile. */
+mpccl_status_t mpccl_ucx_complete_wireup(mpccl_ucx_tp_t *tp);
 
 #endif

@@ -751,6 +751,7 @@ mpccl_status_t mpccl_ucx_transport_create_local(mpccl_bootstrap_t *bs, const uns
     MPCCL_CHECK_GOTO(exchange_addresses(tp, bs, &all, &stride), st, fail);
     MPCCL_CHECK_GOTO(connect_all(tp, all, stride), st, fail);
     mpccl_ucx_post_revoke_recv(tp);
+    MPCCL_CHECK_GOTO(mpccl_ucx_complete_wireup(tp), st, fail);
     free(all);
     *out = &tp->pub;
     return MPCCL_OK;

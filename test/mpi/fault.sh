@@ -17,15 +17,24 @@ timeout_cmd=
 command -v timeout >/dev/null 2>&1 && timeout_cmd="timeout -k 10"
 status=0
 run_env=
+# Each run's output is kept, so that a failure's cause (a fatal error printed
+# above pages of stacks) can be repeated at the end, where logs are cut.
+out=$(mktemp) || exit 99
+trap 'rm -f "$out" "$out.all"' EXIT
 run() {
     limit=$1
     shift
     echo "=== ${run_env:+$run_env }test_fault $*"
     # shellcheck disable=SC2086 # $run_env: VAR=VALUE words for env
-    if [ -n "$timeout_cmd" ]; then $timeout_cmd "$limit" env $run_env "$prog" "$@"; else env $run_env "$prog" "$@"; fi
+    if [ -n "$timeout_cmd" ]; then $timeout_cmd "$limit" env $run_env "$prog" "$@" >"$out" 2>&1
+    else env $run_env "$prog" "$@" >"$out" 2>&1; fi
     rc=$?
+    cat "$out"
     [ $rc -eq 124 ] && echo "=== test_fault $*: timed out after $limit s"
-    [ $rc -ne 0 ] && status=1
+    if [ $rc -ne 0 ]; then
+        status=1
+        { echo "=== ${run_env:+$run_env }test_fault $*: exit $rc"; cat "$out"; } >>"$out.all"
+    fi
 }
 run 300 -n 3
 run 300 -q -n 4,5,6,7,8
@@ -34,4 +43,8 @@ run_env=MPCCL_PEER_WATCH=0
 run 300 -q -n 3,4,5,8
 run_env=
 run 60 -i -n 3,8
+if [ $status -ne 0 ]; then
+    echo "=== the failures, in short (errors and fatal messages of the failed runs):"
+    grep -E "^=== |FAIL|Fatal|Assertion|UCX +ERROR|expected|died|hangs|signal" "$out.all" | grep -v "^=== rank" | tail -n 40
+fi
 exit $status

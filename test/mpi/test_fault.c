@@ -281,9 +281,13 @@ static int scenario(int n, int c, int during, double bound, int verbose)
                         during ? "during" : "before", status[r]);
                 bad = 1;
             }
+        } else if (WIFSIGNALED(status[r])) {
+            fprintf(stderr, "FAIL np %d %s %s: survivor rank %d died of signal %d (%s)\n", n, cname[c],
+                    during ? "during" : "before", r, WTERMSIG(status[r]), strsignal(WTERMSIG(status[r])));
+            bad = 1;
         } else if (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0) {
-            fprintf(stderr, "FAIL np %d %s %s: survivor rank %d exited with status %#x\n", n, cname[c],
-                    during ? "during" : "before", r, status[r]);
+            fprintf(stderr, "FAIL np %d %s %s: survivor rank %d exited with status %d\n", n, cname[c],
+                    during ? "during" : "before", r, WEXITSTATUS(status[r]));
             bad = 1;
         }
     }

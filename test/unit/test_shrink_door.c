@@ -1,12 +1,14 @@
 /* ncclCommShrink's doors (lib/core/shrink_door.c): an id handed from the
  * root to a survivor's listening socket; connections that are not the root's
- * are dropped; a waiting survivor gives up when the root dies or the
- * communicator is aborted; a door that is gone refuses the root. */
+ * are dropped; a waiting survivor gives up when the root dies (reported, or
+ * found by knocking on the root's door) or the communicator is aborted; a
+ * door that is gone refuses the root. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm_fail.h"
@@ -19,6 +21,7 @@ int mpccl_comm_peer_dead(ncclComm_t comm, int peer) { return __atomic_load_n(&ro
 typedef struct {
     struct ncclComm *comm;
     int fd;
+    const mpccl_sockaddr_t *root_door; /* NULL: no knocking */
     unsigned char id[128];
     mpccl_status_t st;
 } waiter_t;
@@ -26,7 +29,7 @@ typedef struct {
 static void *wait_at_door(void *p)
 {
     waiter_t *w = p;
-    w->st = mpccl_shrink_door_recv(w->comm, w->fd, 0, w->id, sizeof(w->id));
+    w->st = mpccl_shrink_door_recv(w->comm, w->fd, 0, w->root_door, w->id, sizeof(w->id));
     return NULL;
 }
 
@@ -47,9 +50,16 @@ START_TEST(test_handover)
     ck_assert_int_ge(fd, 0);
     ck_assert(mpccl_shrink_door_valid(&addr));
     struct ncclComm *root = fake_comm(0, 0x1234), *other = fake_comm(0, 0x9999), *impostor = fake_comm(2, 0x1234);
-    waiter_t w = {.comm = fake_comm(1, 0x1234), .fd = fd};
+    /* The root's own door, alive: the waiter knocks on it and goes on waiting. */
+    int root_fd;
+    mpccl_sockaddr_t root_addr;
+    mpccl_shrink_door_open(&root_fd, &root_addr);
+    ck_assert_int_ge(root_fd, 0);
+    waiter_t w = {.comm = fake_comm(1, 0x1234), .fd = fd, .root_door = &root_addr};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, wait_at_door, &w), 0);
+    struct timespec knocks = {.tv_sec = 2, .tv_nsec = 500000000}; /* two knocks answered */
+    nanosleep(&knocks, NULL);
     unsigned char id[128], junk[128];
     for (int i = 0; i < 128; i++) id[i] = (unsigned char)(7 * i + 1), junk[i] = 0xee;
     /* Another communicator's shrink and another rank knock first: dropped. */
@@ -60,6 +70,7 @@ START_TEST(test_handover)
     ck_assert_int_eq(w.st, MPCCL_OK);
     ck_assert_mem_eq(w.id, id, sizeof(id));
     mpccl_shrink_door_close(&fd);
+    mpccl_shrink_door_close(&root_fd);
     /* The door is gone: the root is refused and says who died. */
     ck_assert_int_eq(mpccl_shrink_door_send(root, 1, &addr, id, sizeof(id)), MPCCL_ERR_REMOTE);
     ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "rank 1"));
@@ -99,6 +110,29 @@ START_TEST(test_give_up)
 }
 END_TEST
 
+/* The root died and nothing says so (another machine, or no watcher): its
+ * door refuses the knock, and the wait ends within a few knocks. */
+START_TEST(test_root_door_gone)
+{
+    int fd, root_fd;
+    mpccl_sockaddr_t addr, root_addr;
+    mpccl_shrink_door_open(&fd, &addr);
+    mpccl_shrink_door_open(&root_fd, &root_addr);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(root_fd, 0);
+    mpccl_shrink_door_close(&root_fd);
+    waiter_t w = {.comm = fake_comm(1, 0x77), .fd = fd, .root_door = &root_addr};
+    int64_t t0 = mpccl_socket_now_ms();
+    wait_at_door(&w);
+    ck_assert_int_eq(w.st, MPCCL_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "rank 0"));
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "is gone"));
+    ck_assert_int_lt(mpccl_socket_now_ms() - t0, 30000); /* one knock a second; loose for a loaded machine */
+    mpccl_shrink_door_close(&fd);
+    free(w.comm);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shrink_door");
@@ -106,6 +140,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_handover);
     tcase_add_test(tc, test_give_up);
+    tcase_add_test(tc, test_root_door_gone);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
