@@ -30,6 +30,9 @@ static mpccl_status_t start_op(mpccl_call_t *op)
     uint64_t *sseq = op->is_p2p ? c->p2p_send_seq : c->coll_send_seq;
     uint64_t *rseq = op->is_p2p ? c->p2p_recv_seq : c->coll_recv_seq;
     op->started = 1;
+    /* The pool pointer is read without the lock: this communicator holds a
+     * share from its setup to its release, and its calls run in between, so
+     * the pool exists and does not change meanwhile (the pool locks itself). */
     return mpccl_exec_start(&op->task, c->transport, shared_scratch.pool, c->rank, sseq, rseq, &op->run);
 }
 
