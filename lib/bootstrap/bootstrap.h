@@ -45,7 +45,15 @@ static inline void mpccl_bootstrap_close(mpccl_bootstrap_t *bs)
  * be NULL; both NULL: never).  A nonblocking communicator's worker sets its
  * communicator's aborting word, so that ncclCommAbort ends a pending init. */
 void mpccl_bootstrap_set_cancel(const int *flag, const int *flag2);
+/* And once lost(arg) names a rank (>= 0) of the communicator being formed
+ * that died: the waits then give up with MPCCL_ERR_REMOTE naming it.  lost is
+ * called between poll slices of this thread; NULL clears it. */
+void mpccl_bootstrap_set_watch(int (*lost)(void *arg), void *arg);
+/* Whether this thread's waits must give up (an abort flag, or a lost rank). */
 int mpccl_bootstrap_cancelled(void);
+/* The failure for a wait that gave up: MPCCL_ERR_REMOTE naming the lost rank,
+ * else MPCCL_ERR_USAGE (aborted); `what` names the wait. */
+mpccl_status_t mpccl_bootstrap_fail_cancelled(const char *what);
 
 /* ---- sockets (ncclGetUniqueId / NCCL_COMM_ID) -- bootstrap_socket.c ---- */
 
@@ -61,6 +69,10 @@ typedef struct mpccl_socket_id {
  * unless NCCL_COMM_ID / MPCCL_COMM_ID names the root address (then rank 0 of the
  * init starts it). */
 mpccl_status_t mpccl_socket_get_unique_id(void *id128);
+/* The process that made id128 gives up on it: its root fails the ranks that
+ * arrived with MPCCL_ERR_REMOTE (the id was withdrawn), and refuses later
+ * ones.  Best effort, bounded to a few seconds. */
+mpccl_status_t mpccl_socket_withdraw_unique_id(const void *id128);
 /* Collective over the nranks ranks that call it with the same id. */
 mpccl_status_t mpccl_socket_bootstrap_create(const void *id128, int rank, int nranks,
                                              mpccl_bootstrap_t *out);

@@ -249,26 +249,49 @@ void mpccl_bootstrap_set_cancel(const int *flag, const int *flag2)
     cancel_flags[1] = flag2;
 }
 
+/* A lost member (mpccl_bootstrap_set_watch): remembered once seen. */
+static __thread int (*watch_lost)(void *arg);
+static __thread void *watch_arg;
+static __thread int lost_rank = -1;
+
+void mpccl_bootstrap_set_watch(int (*lost)(void *arg), void *arg)
+{
+    watch_lost = lost;
+    watch_arg = arg;
+    lost_rank = -1;
+}
+
 int mpccl_bootstrap_cancelled(void)
 {
     for (int i = 0; i < 2; i++)
         if (cancel_flags[i] && __atomic_load_n(cancel_flags[i], __ATOMIC_ACQUIRE)) return 1;
-    return 0;
+    static __thread int in_watch; /* the watch may itself connect (and ask) */
+    if (watch_lost && lost_rank < 0 && !in_watch) {
+        in_watch = 1;
+        lost_rank = watch_lost(watch_arg);
+        in_watch = 0;
+    }
+    return watch_lost && lost_rank >= 0;
 }
 
 static int poll_timeout(int64_t deadline_ms)
 {
     int64_t left = deadline_ms - mpccl_socket_now_ms();
     if (left < 0) return 0;
-    /* With a cancel flag, wake often enough to see it promptly. */
-    if ((cancel_flags[0] || cancel_flags[1]) && left > CANCEL_SLICE_MS) return CANCEL_SLICE_MS;
+    /* With a cancel flag or a watch, wake often enough to see it promptly. */
+    if ((cancel_flags[0] || cancel_flags[1] || watch_lost) && left > CANCEL_SLICE_MS) return CANCEL_SLICE_MS;
     return left > 1000000 ? 1000000 : (int)left;
 }
 
-static mpccl_status_t fail_cancelled(const char *what)
+mpccl_status_t mpccl_bootstrap_fail_cancelled(const char *what)
 {
+    if (watch_lost && lost_rank >= 0)
+        return mpccl_fail(MPCCL_ERR_REMOTE, "%s: given up, rank %d of the communicator being formed died", what,
+                          lost_rank);
     return mpccl_fail(MPCCL_ERR_USAGE, "%s: given up, the communicator was aborted (ncclCommAbort)", what);
 }
+
+static mpccl_status_t fail_cancelled(const char *what) { return mpccl_bootstrap_fail_cancelled(what); }
 
 static void set_nodelay(int fd)
 {

@@ -132,6 +132,12 @@ static void hello_complete(root_t *r, int fd, const mpccl_root_hello_t *h)
         close(fd);
         return;
     }
+    if (h->rank == MPCCL_ROOT_WITHDRAW) {
+        snprintf(r->error, sizeof(r->error), "the rank that made the unique id withdrew it before the communicator "
+                 "formed (the shrink that made it failed: a survivor died)");
+        close(fd);
+        return;
+    }
     admit(r, fd, h);
 }
 

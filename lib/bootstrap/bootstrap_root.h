@@ -31,6 +31,9 @@ typedef struct mpccl_root_hello {
     mpccl_sockaddr_t listen_addr; /* where rank-1 will connect */
 } mpccl_root_hello_t;
 
+/* The rank of a hello that withdraws the id (mpccl_socket_withdraw_unique_id):
+ * the root fails every rank that arrived and every later one. */
+#define MPCCL_ROOT_WITHDRAW (-2)
 /* root -> rank: status 0 and len = sizeof(mpccl_sockaddr_t) followed by the
  * listening address of rank+1 mod nranks; or status 1 and len bytes of message. */
 typedef struct mpccl_root_reply {

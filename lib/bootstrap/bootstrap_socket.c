@@ -133,9 +133,10 @@ static mpccl_status_t meet_root(const mpccl_socket_id_t *id, const mpccl_sockadd
     char rs[MPCCL_SOCKADDR_STRLEN], what[256];
     mpccl_sockaddr_str(root, rs);
     int e = mpccl_socket_connect(root, deadline, now + (int64_t)refused_s * 1000, &fd);
-    if (e == ECANCELED)
-        return mpccl_fail(MPCCL_ERR_USAGE, "rank %d: connecting to the bootstrap root at %s: given up, the "
-                          "communicator was aborted (ncclCommAbort)", rank, rs);
+    if (e == ECANCELED) {
+        snprintf(what, sizeof(what), "rank %d: connecting to the bootstrap root at %s", rank, rs);
+        return mpccl_bootstrap_fail_cancelled(what);
+    }
     if (e == ECONNREFUSED && env_id)
         return mpccl_fail(MPCCL_ERR_REMOTE,
                           "no bootstrap root listening at %s (MPCCL_COMM_ID) within %d s: rank 0 "
@@ -186,6 +187,24 @@ out:
     return st;
 }
 
+mpccl_status_t mpccl_socket_withdraw_unique_id(const void *id128)
+{
+    mpccl_socket_id_t id;
+    mpccl_sockaddr_t root;
+    MPCCL_CHECK(read_id(id128, &id, &root));
+    int64_t now = mpccl_socket_now_ms();
+    int fd = -1, e = mpccl_socket_connect(&root, now + 2000, now, &fd);
+    if (e) return mpccl_fail(MPCCL_ERR_REMOTE, "withdrawing a unique id: its root does not answer (%s)", strerror(e));
+    mpccl_root_hello_t h;
+    memset(&h, 0, sizeof(h));
+    h.magic = id.magic;
+    h.version = MPCCL_SOCKET_ID_VERSION;
+    h.rank = MPCCL_ROOT_WITHDRAW;
+    mpccl_status_t st = mpccl_socket_send_all(fd, &h, sizeof(h), mpccl_socket_now_ms() + 2000, "a withdrawal");
+    mpccl_socket_close(&fd);
+    return st;
+}
+
 /* Accepts connections until the one from rank `prev` (a stray or foreign one is
  * closed and logged; only the deadline ends the wait). */
 static mpccl_status_t accept_prev(int listen_fd, uint64_t magic, int rank, int prev,
@@ -221,9 +240,12 @@ static mpccl_status_t form_ring(sock_bs_t *s, int listen_fd, int rank, int nrank
     /* rank+1 listened before it met the root, so a refusal means it is gone. */
     int refused_s = timeout_s < MPCCL_REFUSED_RETRY_S ? timeout_s : MPCCL_REFUSED_RETRY_S;
     int e = mpccl_socket_connect(next, deadline, now + (int64_t)refused_s * 1000, &s->next_fd);
+    if (e == ECANCELED) {
+        snprintf(what, sizeof(what), "bootstrap rank %d: connecting to rank %d at %s", rank, n, s->next_str);
+        return mpccl_bootstrap_fail_cancelled(what);
+    }
     if (e)
-        return mpccl_fail(e == ECANCELED ? MPCCL_ERR_USAGE : MPCCL_ERR_REMOTE,
-                          "bootstrap rank %d: cannot connect to rank %d at %s: %s", rank, n,
+        return mpccl_fail(MPCCL_ERR_REMOTE, "bootstrap rank %d: cannot connect to rank %d at %s: %s", rank, n,
                           s->next_str, strerror(e));
     ring_hello_t h = {.magic = s->magic, .rank = rank, .reserved = 0};
     snprintf(what, sizeof(what), "rank %d's ring hello to rank %d at %s", rank, n, s->next_str);

@@ -1,4 +1,5 @@
 /* ncclCommShrink: the surviving ranks form a child without the excluded ones. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/comm_fail.h"
@@ -48,16 +49,33 @@ static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
     mpccl_status_t st = MPCCL_OK;
     if (parent->rank == root) {
         MPCCL_CHECK(mpccl_socket_get_unique_id(job->id.internal));
-        for (int i = 1; i < job->nranks && st == MPCCL_OK; i++) {
+        int lost = -1;
+        for (int i = 1; i < job->nranks; i++) {
             int peer = job->survivors[i];
             const mpccl_sockaddr_t *door = mpccl_comm_door_addr(parent, peer);
+            if (st != MPCCL_OK) {
+                /* The survivors not served yet wait at their doors: tell
+                 * them, or they wait for an id that never comes. */
+                if (door && mpccl_comm_door_fd(parent) >= 0 && lost >= 0)
+                    mpccl_shrink_door_send_failure(parent, peer, door, lost);
+                continue;
+            }
             if (door && mpccl_comm_door_fd(parent) >= 0) {
                 st = mpccl_shrink_door_send(parent, peer, door, &job->id, sizeof(job->id));
+                if (st != MPCCL_OK) lost = peer;
                 continue;
             }
             mpccl_req_t req = {0};
             st = t->ops->isend(t, peer, mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);
             if (st == MPCCL_OK) st = wait_req(parent, peer, &req);
+        }
+        /* The survivors already served wait at the child's bootstrap root,
+         * in this process: fail them now rather than at its timeout. */
+        if (st != MPCCL_OK) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", mpccl_last_error());
+            (void)mpccl_socket_withdraw_unique_id(job->id.internal);
+            mpccl_record_error(why); /* the shrink's own failure stays the last error */
         }
     } else if (mpccl_comm_door_fd(parent) >= 0 && mpccl_comm_door_addr(parent, root)) {
         st = mpccl_shrink_door_recv(parent, mpccl_comm_door_fd(parent), root, mpccl_comm_door_addr(parent, root),
@@ -70,6 +88,34 @@ static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
     return st;
 }
 
+/* The child's rendezvous gives up when a survivor dies meanwhile: as the
+ * parent learns it (the peer watcher, UCX), and, on the rank that made the
+ * child's id, by knocking on the other survivors' doors once a second (a dead
+ * process's door refuses), since nothing else may report a peer on another
+ * machine that has nothing in flight.  Returns that survivor's rank in the
+ * child, or -1.  Only while the shrink still holds the parent. */
+#define SURVIVOR_KNOCK_MS 1000
+
+typedef struct {
+    mpccl_init_job_t *job;
+    int64_t next_knock_ms; /* 0: this rank does not knock */
+} survivor_watch_t;
+
+static int survivor_lost(void *arg)
+{
+    survivor_watch_t *w = arg;
+    mpccl_init_job_t *job = w->job;
+    for (int i = 0; i < job->nranks; i++)
+        if (i != job->rank && mpccl_comm_peer_dead(job->parent, job->survivors[i])) return i;
+    if (w->next_knock_ms == 0 || mpccl_socket_now_ms() < w->next_knock_ms) return -1;
+    for (int i = 0; i < job->nranks; i++) {
+        const mpccl_sockaddr_t *door = mpccl_comm_door_addr(job->parent, job->survivors[i]);
+        if (i != job->rank && door && mpccl_shrink_door_refuses(door)) return i;
+    }
+    w->next_knock_ms = mpccl_socket_now_ms() + SURVIVOR_KNOCK_MS;
+    return -1;
+}
+
 static mpccl_status_t init_shrink(void *arg)
 {
     mpccl_init_job_t *job = arg;
@@ -78,7 +124,21 @@ static mpccl_status_t init_shrink(void *arg)
     ncclComm_t parent = job->parent;
     mpccl_bootstrap_set_cancel(&job->comm->aborting, &parent->aborting);
     mpccl_status_t st = shrink_share_id(job);
-    if (st == MPCCL_OK) st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
+    int maker = parent->rank == job->survivors[0];
+    survivor_watch_t watch = {.job = job, .next_knock_ms = maker ? mpccl_socket_now_ms() + SURVIVOR_KNOCK_MS : 0};
+    mpccl_bootstrap_set_watch(survivor_lost, &watch);
+    if (st == MPCCL_OK) {
+        st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
+        mpccl_bootstrap_set_watch(NULL, NULL); /* or the withdrawal below counts as given up too */
+        /* The others wait at this process's root for the child: fail them. */
+        if (st != MPCCL_OK && maker) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", mpccl_last_error());
+            (void)mpccl_socket_withdraw_unique_id(job->id.internal);
+            mpccl_record_error(why); /* the shrink's own failure stays the last error */
+        }
+    }
+    mpccl_bootstrap_set_watch(NULL, NULL);
     if (st == MPCCL_OK)
         MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: parent rank %d -> rank %d of %d", job->parent->rank, job->rank,
                    job->nranks);

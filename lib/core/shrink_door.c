@@ -45,16 +45,36 @@ void mpccl_shrink_door_close(int *fd) { mpccl_socket_close(fd); }
 
 int mpccl_shrink_door_valid(const mpccl_sockaddr_t *a) { return mpccl_sockaddr_len(a) != 0; }
 
+static mpccl_status_t door_write(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const door_msg_t *m);
+
 mpccl_status_t mpccl_shrink_door_send(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const void *id,
                                       size_t len)
 {
-    if (len > DOOR_ID_MAX) return mpccl_fail(MPCCL_ERR_INTERNAL, "ncclCommShrink: an id of %zu bytes", len);
+    if (len == 0 || len > DOOR_ID_MAX) return mpccl_fail(MPCCL_ERR_INTERNAL, "ncclCommShrink: an id of %zu bytes", len);
     door_msg_t m;
     memset(&m, 0, sizeof(m));
     m.magic = DOOR_MAGIC ^ comm->id;
     m.root = comm->rank;
     m.len = (uint32_t)len;
     memcpy(m.id, id, len);
+    return door_write(comm, peer, to, &m);
+}
+
+void mpccl_shrink_door_send_failure(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, int lost)
+{
+    door_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.magic = DOOR_MAGIC ^ comm->id;
+    m.root = comm->rank;
+    m.len = 0; /* a notice, not an id */
+    int32_t l = lost;
+    memcpy(m.id, &l, sizeof(l));
+    if (door_write(comm, peer, to, &m) != MPCCL_OK)
+        MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: could not tell rank %d that the shrink failed", peer);
+}
+
+static mpccl_status_t door_write(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const door_msg_t *m)
+{
     char what[64];
     snprintf(what, sizeof(what), "the shrink's id to rank %d", peer);
     /* The door has listened since setup: a live peer's kernel takes the
@@ -64,19 +84,26 @@ mpccl_status_t mpccl_shrink_door_send(ncclComm_t comm, int peer, const mpccl_soc
     if (e != 0)
         return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: cannot reach rank %d to hand it the new "
                           "communicator (%s): it died during the shrink (exclude it too)", peer, strerror(e));
-    mpccl_status_t st = mpccl_socket_send_all(fd, &m, sizeof(m), mpccl_socket_now_ms() + DOOR_MESSAGE_MS, what);
+    mpccl_status_t st = mpccl_socket_send_all(fd, m, sizeof(*m), mpccl_socket_now_ms() + DOOR_MESSAGE_MS, what);
     mpccl_socket_close(&fd);
     return st;
 }
 
 /* One connection at the door: 1 when it carried root's id, 0 when it was
- * someone else's (dropped). */
-static int take(ncclComm_t comm, int c, int root, void *id, size_t len)
+ * someone else's (dropped), -1 when root says the shrink failed (*lost: the
+ * rank it could not reach). */
+static int take(ncclComm_t comm, int c, int root, void *id, size_t len, int *lost)
 {
     door_msg_t m;
     char what[64];
     snprintf(what, sizeof(what), "the shrink's id from rank %d", root);
     mpccl_status_t st = mpccl_socket_recv_all(c, &m, sizeof(m), mpccl_socket_now_ms() + DOOR_MESSAGE_MS, what);
+    if (st == MPCCL_OK && m.magic == (DOOR_MAGIC ^ comm->id) && m.root == root && m.len == 0) {
+        int32_t l;
+        memcpy(&l, m.id, sizeof(l));
+        *lost = l;
+        return -1;
+    }
     if (st != MPCCL_OK || m.magic != (DOOR_MAGIC ^ comm->id) || m.root != root || m.len != len) {
         MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: dropped a connection at the door that is not rank %d's for "
                    "comm 0x%llx", root, (unsigned long long)comm->id);
@@ -107,6 +134,14 @@ static int knock(const mpccl_sockaddr_t *root_door, int64_t *silent_since)
     return mpccl_socket_now_ms() - *silent_since >= DOOR_MESSAGE_MS ? ETIMEDOUT : 0;
 }
 
+int mpccl_shrink_door_refuses(const mpccl_sockaddr_t *door)
+{
+    int64_t now = mpccl_socket_now_ms();
+    int fd = -1, e = mpccl_socket_connect(door, now + 200, now, &fd);
+    if (e == 0) mpccl_socket_close(&fd);
+    return e == ECONNREFUSED;
+}
+
 mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, const mpccl_sockaddr_t *root_door,
                                       void *id, size_t len)
 {
@@ -133,8 +168,11 @@ mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, const m
         if (r <= 0) continue;
         int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (c < 0) continue; /* gone between poll and accept, or EINTR: wait for the next */
-        int got = take(comm, c, root, id, len);
+        int lost = -1, got = take(comm, c, root, id, len, &lost);
         close(c);
-        if (got) return MPCCL_OK;
+        if (got > 0) return MPCCL_OK;
+        if (got < 0)
+            return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: rank %d, which hands out the new communicator, "
+                              "could not reach rank %d: it died during the shrink (exclude it too)", root, lost);
     }
 }

@@ -26,9 +26,16 @@ int mpccl_shrink_door_valid(const mpccl_sockaddr_t *a);
  * Fails when peer is gone or the communicator is being aborted. */
 mpccl_status_t mpccl_shrink_door_send(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const void *id,
                                       size_t len);
+/* The lowest survivor, when the shrink failed because rank lost could not be
+ * reached: tells peer (still waiting at its door), so that it fails too
+ * instead of waiting for an id.  Best effort. */
+void mpccl_shrink_door_send_failure(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, int lost);
+/* Whether the door at `door` refuses a connection: its process is gone.  A
+ * door that does not answer within 200 ms counts as not refusing. */
+int mpccl_shrink_door_refuses(const mpccl_sockaddr_t *door);
 /* Another survivor: waits at its door (fd) for root's id, until root dies or
  * the communicator is aborted; connections that are not root's for comm are
- * dropped.  root_door (may be NULL): root's door, knocked on every second
+ * dropped; a failure notice from root fails the wait.  root_door (may be NULL): root's door, knocked on every second
  * while waiting, so that a root whose death nothing else reports (on another
  * machine, or with the watcher off) fails the wait instead of hanging it. */
 mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, const mpccl_sockaddr_t *root_door,

@@ -15,6 +15,7 @@
  * sends every network peer a note and keeps progressing until it has every
  * peer's note, sent only after that peer's flushes were done.  Shared-memory
  * endpoints (error mode none) have no handshake to wait for. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,8 +50,11 @@ static int is_network_peer(const mpccl_ucx_tp_t *tp, int i)
 static mpccl_status_t wait_step(wireup_t *w, const char *what, int pending, int first_late)
 {
     mpccl_transport_t *t = &w->tp->pub;
-    if (mpccl_bootstrap_cancelled())
-        return mpccl_fail(MPCCL_ERR_USAGE, "rank %d: communicator aborted while %s", t->rank, what);
+    if (mpccl_bootstrap_cancelled()) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "rank %d: UCX endpoints %s", t->rank, what);
+        return mpccl_bootstrap_fail_cancelled(msg);
+    }
     if (wireup_now_ns() > w->deadline_ns)
         return mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: %d UCX peers (the first rank %d) not done %s after %d s "
                           "(MPCCL_BOOTSTRAP_TIMEOUT)", t->rank, pending, first_late, what,

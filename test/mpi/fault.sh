@@ -1,7 +1,9 @@
 #!/bin/sh
 # make check: a rank dies (SIGKILL) before or during every collective, a
 # send/recv and a group, with 3-8 ranks; every survivor must get
-# ncclRemoteError within 5 s and shrink to a working communicator.  Then 100
+# ncclRemoteError within 5 s and shrink to a working communicator; with a
+# second death before the shrink, the shrink must fail in time and a second
+# one without both must work.  Then 100
 # repetitions of the 3-rank allreduce case, the same scenarios over UCX's
 # network endpoints (what peers on other machines use: MPCCL_PEER_WATCH=0
 # turns same-machine peers into remote ones, noticed through UCX's error
@@ -39,8 +41,10 @@ run() {
 run 300 -n 3
 run 300 -q -n 4,5,6,7,8
 run 300 -q -r 100 -n 3 -c allreduce
+run 300 -q -w shrink -n 4,8
 run_env=MPCCL_PEER_WATCH=0
 run 300 -q -n 3,4,5,8
+run 300 -q -w shrink -n 4,8
 run_env=
 run 60 -i -n 3,8
 if [ $status -ne 0 ]; then

@@ -7,13 +7,17 @@
  * waits for them with a deadline, so a hang fails the run instead of blocking
  * it; rank 0 makes the unique id and hands it over through shared memory.
  *
- *   test_fault [-n 3,4,8] [-c all|allreduce,...] [-w before,during] [-r REPS] [-b SECONDS] [-i]
+ *   test_fault [-n 3,4,8] [-c all|allreduce,...] [-w before,during,shrink] [-r REPS] [-b SECONDS] [-i]
  *
  * For each rank count, collective and moment, the last rank raise(SIGKILL)s
  * either right after a warm-up allreduce (before: the survivors call into a
  * communicator with a dead rank) or from a second thread while it runs the
- * collective in a loop (during: it dies mid-transfer).  -i: instead, checks
- * that an idle process with the peer watcher running costs < 2% of a core. */
+ * collective in a loop (during: it dies mid-transfer).  shrink (4 ranks or
+ * more): as before, and the next-to-last rank dies too, after the failure
+ * showed and before its shrink; the others' shrink without the first victim
+ * must fail with ncclRemoteError in time, and a second one without both must
+ * work.  -i: instead, checks that an idle process with the peer watcher
+ * running costs < 2% of a core. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -154,7 +158,7 @@ static int rank_main(int n, int rank, int c, int during, double bound)
     __atomic_add_fetch(&shared->warm, 1, __ATOMIC_SEQ_CST);
     if (rank == victim) {
         while (__atomic_load_n(&shared->warm, __ATOMIC_SEQ_CST) < n) usleep(1000);
-        if (!during) {
+        if (during != 1) {
             shared->death = now_s();
             raise(SIGKILL);
         }
@@ -188,9 +192,11 @@ static int rank_main(int n, int rank, int c, int during, double bound)
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
     const char *msg = ncclGetLastError(comm);
-    char victim_name[32];
+    char victim_name[32], second_name[32];
     snprintf(victim_name, sizeof(victim_name), "rank %d", victim);
-    if (async != ncclRemoteError || (!strstr(msg, victim_name) && !strstr(msg, "revoked"))) {
+    snprintf(second_name, sizeof(second_name), "rank %d", victim - 1); /* shrink: may die first here */
+    if (async != ncclRemoteError ||
+        (!strstr(msg, victim_name) && !strstr(msg, "revoked") && !(during == 2 && strstr(msg, second_name)))) {
         fprintf(stderr,
                 "rank %d: async error %s, last error \"%s\": expected ncclRemoteError naming rank %d or a revoke\n",
                 rank, ncclGetErrorString(async), msg, victim);
@@ -204,12 +210,29 @@ static int rank_main(int n, int rank, int c, int during, double bound)
         return 7;
     }
     ncclComm_t child = NULL;
-    r = ncclCommShrink(comm, &victim, 1, &child, NULL, NCCL_SHRINK_ABORT);
+    int excluded[2] = {victim, victim - 1}, nexcl = 1;
+    if (during == 2) {
+        if (rank == victim - 1) raise(SIGKILL); /* the second victim: gone before its shrink */
+        double ts = now_s();
+        r = ncclCommShrink(comm, excluded, 1, &child, NULL, NCCL_SHRINK_ABORT);
+        if (r != ncclRemoteError) {
+            fprintf(stderr, "rank %d: ncclCommShrink without rank %d of whom rank %d died too returned %s, expected "
+                    "ncclRemoteError (%s)\n", rank, victim, victim - 1, ncclGetErrorString(r), ncclGetLastError(comm));
+            return 10;
+        }
+        if (now_s() - ts > bound) {
+            fprintf(stderr, "rank %d: the failed shrink took %.2f s, bound %.1f s (%s)\n", rank, now_s() - ts, bound,
+                    ncclGetLastError(comm));
+            return 11;
+        }
+        nexcl = 2;
+    }
+    r = ncclCommShrink(comm, excluded, nexcl, &child, NULL, NCCL_SHRINK_ABORT);
     if (r != ncclSuccess) {
         fprintf(stderr, "rank %d: ncclCommShrink: %s (%s)\n", rank, ncclGetErrorString(r), ncclGetLastError(comm));
         return 8;
     }
-    int bad = comm_works(child, n - 1, "after shrink", rank);
+    int bad = comm_works(child, n - nexcl, "after shrink", rank);
     /* As NCCL asks: finalize (every rank's last messages delivered) before
      * destroy, or a rank that leaves at once looks dead to one still
      * receiving from it. */
@@ -220,6 +243,8 @@ static int rank_main(int n, int rank, int c, int during, double bound)
     free(recvbuf);
     return bad ? 9 : 0;
 }
+
+static const char *when_name(int during) { return during == 2 ? "shrink" : during ? "during" : "before"; }
 
 static long worst_all_us; /* over every scenario of this run */
 
@@ -271,29 +296,29 @@ static int scenario(int n, int c, int during, double bound, int verbose)
     for (int r = 0; r < n; r++) {
         if (status[r] == -1) {
             fprintf(stderr, "FAIL np %d %s %s: rank %d hangs after %.0f s; killed\n", n, cname[c],
-                    during ? "during" : "before", r, now_s() - t0);
+                    when_name(during), r, now_s() - t0);
             kill(pids[r], SIGKILL);
             waitpid(pids[r], NULL, 0);
             bad = 1;
-        } else if (r == n - 1) {
+        } else if (r == n - 1 || (during == 2 && r == n - 2)) {
             if (!WIFSIGNALED(status[r]) || WTERMSIG(status[r]) != SIGKILL) {
                 fprintf(stderr, "FAIL np %d %s %s: the victim did not die of SIGKILL (status %#x)\n", n, cname[c],
-                        during ? "during" : "before", status[r]);
+                        when_name(during), status[r]);
                 bad = 1;
             }
         } else if (WIFSIGNALED(status[r])) {
             fprintf(stderr, "FAIL np %d %s %s: survivor rank %d died of signal %d (%s)\n", n, cname[c],
-                    during ? "during" : "before", r, WTERMSIG(status[r]), strsignal(WTERMSIG(status[r])));
+                    when_name(during), r, WTERMSIG(status[r]), strsignal(WTERMSIG(status[r])));
             bad = 1;
         } else if (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0) {
             fprintf(stderr, "FAIL np %d %s %s: survivor rank %d exited with status %d\n", n, cname[c],
-                    during ? "during" : "before", r, WEXITSTATUS(status[r]));
+                    when_name(during), r, WEXITSTATUS(status[r]));
             bad = 1;
         }
     }
     if (verbose || bad)
         printf("%s np %d %-14s %-6s %.2f s (slowest survivor failed %.1f ms after the death)\n", bad ? "FAIL" : "ok  ",
-               n, cname[c], during ? "during" : "before", now_s() - t0, 1e-3 * (double)shared->worst_us);
+               n, cname[c], when_name(during), now_s() - t0, 1e-3 * (double)shared->worst_us);
     if (shared->worst_us > worst_all_us) worst_all_us = shared->worst_us;
     return bad;
 }
@@ -369,13 +394,14 @@ int main(int argc, char **argv)
             nw = 0;
             if (strstr(optarg, "before")) whens[nw++] = 0;
             if (strstr(optarg, "during")) whens[nw++] = 1;
+            if (strstr(optarg, "shrink")) whens[nw++] = 2;
             break;
         case 'r': reps = atoi(optarg); break;
         case 'b': bound = atof(optarg); break;
         case 'i': idle = 1; break;
         case 'q': verbose = 0; break;
         default:
-            fprintf(stderr, "usage: %s [-n 3,4,8] [-c all|allreduce,...] [-w before,during] [-r REPS] [-b S] [-i] [-q]\n",
+            fprintf(stderr, "usage: %s [-n 3,4,8] [-c all|allreduce,...] [-w before,during,shrink] [-r REPS] [-b S] [-i] [-q]\n",
                     argv[0]);
             return 99;
         }
@@ -393,6 +419,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < nn; i++)
             for (int c = 0; c < nc; c++)
                 for (int w = 0; w < nw; w++) {
+                    if (whens[w] == 2 && nlist[i] < 4) continue; /* two deaths need two survivors */
                     failures += scenario(nlist[i], colls[c], whens[w], bound, verbose);
                     runs++;
                 }

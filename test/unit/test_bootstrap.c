@@ -76,6 +76,7 @@ typedef struct {
     unsigned char id[128];
     int rank, nranks;
     int full;           /* run exercise() after create */
+    int lost_after_ms;  /* > 0: a watch reports rank nranks - 1 lost after this long */
     mpccl_status_t st;  /* first failure */
     size_t bad;
     int64_t ms;         /* time create (and exercise) took */
@@ -83,12 +84,22 @@ typedef struct {
     pthread_t tid;
 } rank_t;
 
+static __thread int64_t watch_t0;
+static int last_rank_lost(void *arg)
+{
+    const rank_t *a = arg;
+    return mpccl_socket_now_ms() - watch_t0 >= a->lost_after_ms ? a->nranks - 1 : -1;
+}
+
 static void *socket_rank(void *arg)
 {
     rank_t *a = arg;
     mpccl_bootstrap_t bs;
     int64_t t0 = mpccl_socket_now_ms();
+    watch_t0 = t0;
+    if (a->lost_after_ms > 0) mpccl_bootstrap_set_watch(last_rank_lost, a);
     a->st = mpccl_socket_bootstrap_create(a->id, a->rank, a->nranks, &bs);
+    mpccl_bootstrap_set_watch(NULL, NULL);
     if (a->st == MPCCL_OK) {
         if (bs.rank != a->rank || bs.nranks != a->nranks) a->bad++;
         if (a->full) exercise(&bs, &a->st, &a->bad);
@@ -209,6 +220,28 @@ START_TEST(socket_missing_rank_times_out)
         ck_assert_msg(r[i].ms < 6000, "rank %d failed after %lld ms", i, (long long)r[i].ms);
         printf("missing rank: rank %d failed after %lld ms: %s\n", i, (long long)r[i].ms,
                r[i].err);
+    }
+    free(r);
+}
+END_TEST
+
+/* A rank that died is reported by the watch (as a shrink's peer watcher
+ * would): the others give up at once, naming it, instead of at the timeout. */
+START_TEST(socket_lost_rank_ends_wait)
+{
+    setenv("MPCCL_BOOTSTRAP_TIMEOUT", "60", 1);
+    unsigned char id[128];
+    ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_OK);
+    rank_t *r = make_ranks(id, 3, 1);
+    for (int i = 0; i < 2; i++) r[i].lost_after_ms = 300;
+    start(&r[0]);
+    start(&r[1]); /* rank 2 never comes */
+    pthread_join(r[0].tid, NULL);
+    pthread_join(r[1].tid, NULL);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(r[i].st, MPCCL_ERR_REMOTE);
+        ck_assert_msg(strstr(r[i].err, "rank 2 of the communicator being formed died"), "message: %s", r[i].err);
+        ck_assert_msg(r[i].ms < 20000, "rank %d gave up after %lld ms", i, (long long)r[i].ms);
     }
     free(r);
 }
@@ -716,6 +749,7 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, socket_concurrent_comms);
     tcase_add_test(tc, socket_wrong_magic_rejected);
     tcase_add_test(tc, socket_missing_rank_times_out);
+    tcase_add_test(tc, socket_lost_rank_ends_wait);
     tcase_add_test(tc, socket_reused_id_fails);
     tcase_add_test(tc, socket_inconsistent_ranks_fail_all);
     tcase_add_test(tc, socket_allgather_size_mismatch);
