@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/flat_layout.h"
 #include "util/config.h"
 #include "util/datatype.h"
 #include "util/log.h"
@@ -67,6 +68,11 @@ static const char *op_name(int op, int sub)
 {
     static const char *flat_modes[] = {"allreduce (one-shot)", "allreduce (two-shot)", "reduce_scatter", "allgather",
                                        "alltoall", "broadcast", "reduce", "gather", "scatter"};
+    /* a barrier kernel around copy-engine copies: MPCCL_FLAT_NUM_MODES + mode */
+    static const char *by_copies[] = {"", "", "", "allgather (copy engines)", "alltoall (copy engines)",
+                                      "broadcast (copy engines)"};
+    int ce = sub - MPCCL_FLAT_NUM_MODES;
+    if (op == MPCCL_ABORT_OP_FLAT_WIN && ce >= MPCCL_FLAT_ALLGATHER && ce <= MPCCL_FLAT_BROADCAST) return by_copies[ce];
     switch (op) {
     case MPCCL_ABORT_OP_FLAT:
     case MPCCL_ABORT_OP_FLAT_WIN:

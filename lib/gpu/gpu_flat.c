@@ -12,6 +12,7 @@
 #include "util/datatype.h"
 #include "gpu/gpu_flat_geometry.h"
 #include "gpu/gpu_flat.h"
+#include "gpu/gpu_flat_ce.h"
 #include "gpu/gpu_ipc.h"
 #include "kernels/flat.h"
 #include "util/log.h"
@@ -30,6 +31,7 @@ typedef struct {
     uint64_t p2p_direct; /* send/recv messages from this size ask for a direct (registered) receive */
     uint64_t p2p_ll;     /* send/recv messages up to this size go as LL units (MPCCL_FLAT_P2P_LL_BYTES) */
     uint64_t win_bytes; /* smallest call (bytes per rank) for the window path */
+    uint64_t ce_bytes;  /* smallest window call moved by the copy engines (0: never) */
 } flat_settings_t;
 
 struct mpccl_flat_comm {
@@ -44,6 +46,7 @@ struct mpccl_flat_comm {
     mpccl_ipc_desc_t *desc;                  /* [nranks] */
     char *peer[MPCCL_FLAT_MAX_RANKS];        /* every region as this device sees it */
     unsigned char imported[MPCCL_FLAT_MAX_RANKS];
+    mpccl_flat_ce_t *ce; /* copy-engine streams, made at first use (not const through f) */
 };
 
 static uint64_t clamp_u64(int64_t v, uint64_t lo, uint64_t hi)
@@ -75,6 +78,7 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->win = mpccl_config_int("FLAT_WIN") != 0;
     s->reg = mpccl_config_int("FLAT_REG") != 0;
     s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
+    s->ce_bytes = clamp_u64(mpccl_config_int("FLAT_CE_BYTES"), 0, UINT64_MAX >> 1);
     s->p2p_direct = clamp_u64(mpccl_config_int("FLAT_P2P_DIRECT_BYTES"), 1, UINT64_MAX >> 1);
     s->p2p_ll = clamp_u64(mpccl_config_int("FLAT_P2P_LL_BYTES"), 0, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
@@ -110,6 +114,8 @@ void mpccl_flat_destroy(mpccl_flat_comm_t *f, int leak_device_memory)
             if (f->imported[j]) mpccl_ipc_release(&f->desc[j]);
         if (f->region) cudaFree(f->region);
     }
+    mpccl_flat_ce_destroy(f->ce);
+    free(f->ce);
     free(f->desc);
     free(f);
 }
@@ -167,7 +173,8 @@ mpccl_status_t mpccl_flat_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo
     if (st != MPCCL_OK || !want) return st;
 
     mpccl_flat_comm_t *f = calloc(1, sizeof(*f));
-    if (!f || !(f->desc = calloc((size_t)n, sizeof(*f->desc)))) {
+    if (!f || !(f->desc = calloc((size_t)n, sizeof(*f->desc))) || !(f->ce = calloc(1, sizeof(*f->ce)))) {
+        if (f) free(f->desc);
         free(f);
         return mpccl_fail(MPCCL_ERR_SYSTEM, "flat setup: out of memory");
     }
@@ -321,11 +328,12 @@ static mpccl_status_t launch_window(const mpccl_flat_comm_t *f, const mpccl_call
     a.dtype = d->dt;
     a.op = (mode == MPCCL_FLAT_ALLREDUCE_2 || mode == MPCCL_FLAT_REDUCESCATTER || mode == MPCCL_FLAT_REDUCE)
                ? (int)d->op : MPCCL_OP_SUM;
+    *took = 1;
+    if (!a.exchange && mpccl_flat_ce_takes(mode, d->count * esz * blocks, f->set.ce_bytes))
+        return mpccl_flat_ce_launch(f->ce, &a, esz, stream);
     mpccl_flat_geom_params_t gp = geom_params(f);
     uint32_t ctas = mpccl_flat_win_geometry(&gp, mode, d->count, esz, &a.sub);
-    MPCCL_CHECK(mpccl_flat_win_launch(&a, ctas, stream));
-    *took = 1;
-    return MPCCL_OK;
+    return mpccl_flat_win_launch(&a, ctas, stream);
 }
 
 /* Threads per CTA.  An LL launch takes one per 8-byte unit of its CTA's

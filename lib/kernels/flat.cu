@@ -58,7 +58,8 @@ extern "C" mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, 
 {
     int m = a->mode;
     bool mode_ok = m == MPCCL_FLAT_ALLREDUCE_2 || m == MPCCL_FLAT_REDUCESCATTER || m == MPCCL_FLAT_ALLGATHER ||
-                   m == MPCCL_FLAT_ALLTOALL || m == MPCCL_FLAT_BROADCAST || m == MPCCL_FLAT_REDUCE;
+                   m == MPCCL_FLAT_ALLTOALL || m == MPCCL_FLAT_BROADCAST || m == MPCCL_FLAT_REDUCE ||
+                   m == MPCCL_FLAT_WIN_ENTER || m == MPCCL_FLAT_WIN_EXIT;
     if (nctas < 1 || nctas > MPCCL_FLAT_MAX_CTAS || a->nranks < 2 || a->nranks > MPCCL_FLAT_MAX_RANKS || !mode_ok ||
         (unsigned)a->op > 3 || a->sub == 0)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "flat window launch: %u CTAs, %d ranks, mode %d, op %d, %llu elements per CTA",

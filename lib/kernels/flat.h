@@ -101,11 +101,20 @@ typedef struct mpccl_flat_win_args {
     int32_t rank, nranks, root;
     int32_t mode, dtype, op;
     int32_t exchange;
+    int32_t moved;        /* WIN_ENTER / WIN_EXIT: the mode whose copies they surround */
     mpccl_abort_arg_t ab; /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_flat_win_args_t;
 
+/* The window kernel's two barrier-only modes, one CTA each, around copies
+ * made by the copy engines (gpu/gpu_flat_ce.h): ENTER raises CTA 0's flags to
+ * 2k+1 and waits for the peers'; EXIT fences, raises them to 2k+2, waits, and
+ * advances CTA 0's epoch, as one window kernel's CTA 0 would. */
+#define MPCCL_FLAT_WIN_ENTER (MPCCL_FLAT_NUM_MODES + 0)
+#define MPCCL_FLAT_WIN_EXIT (MPCCL_FLAT_NUM_MODES + 1)
+
 /* Modes: ALLREDUCE_2, REDUCESCATTER, ALLGATHER, ALLTOALL (not in place),
- * BROADCAST, REDUCE.  nctas <= MPCCL_FLAT_MAX_CTAS.  Only enqueues. */
+ * BROADCAST, REDUCE, WIN_ENTER, WIN_EXIT.  nctas <= MPCCL_FLAT_MAX_CTAS.
+ * Only enqueues. */
 mpccl_status_t mpccl_flat_win_launch(const mpccl_flat_win_args_t *a, uint32_t nctas, cudaStream_t stream);
 
 /* Launches a p2p group (ops in program order) with nctas = send_ctas + the

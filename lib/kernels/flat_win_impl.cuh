@@ -21,6 +21,8 @@
  * in my barrier area); it is equal on every rank because every rank launches
  * the same grid for a call.  A peer is at most one call ahead (it waits for my
  * 2k+3 before its 2k+4), so flags compare with >=.
+ * Calls moved by the copy engines run the two barriers as kernels of their
+ * own (modes WIN_ENTER and WIN_EXIT, CTA 0 only) with the copies between.
  *
  * Included by flat_impl.cuh after its helpers (combine, shared_ptrs). */
 #ifndef MPCCL_FLAT_WIN_IMPL_CUH
@@ -79,6 +81,13 @@ template <int DT, int OP> struct flat_win {
         __syncthreads();
     }
 
+    /* The abort report's mode: a barrier kernel names the collective it
+     * surrounds, past the modes (gpu_abort_word.c decodes it). */
+    __device__ int why_sub() const
+    {
+        return a.mode < MPCCL_FLAT_NUM_MODES ? a.mode : MPCCL_FLAT_NUM_MODES + a.moved;
+    }
+
     __device__ void barrier(uint32_t v) const
     {
         __syncthreads();
@@ -93,7 +102,7 @@ template <int DT, int OP> struct flat_win {
                 mpccl_abort_wait w{};
                 while ((int32_t)(vload(f) - v) < 0)
                     if (mpccl_abort_poll(a.ab, w,
-                                         mpccl_abort_why{MPCCL_ABORT_OP_FLAT_WIN, a.mode, j, a.dtype, a.count, v, f}))
+                                         mpccl_abort_why{MPCCL_ABORT_OP_FLAT_WIN, why_sub(), j, a.dtype, a.count, v, f}))
                         break;
                 __threadfence();
             }
@@ -200,6 +209,15 @@ template <int DT, int OP> struct flat_win {
         }
         __syncthreads();
         uint32_t e = sh.epoch;
+        if (a.mode == MPCCL_FLAT_WIN_ENTER) { /* copies by the copy engines follow */
+            barrier(e + 1u);
+            return;
+        }
+        if (a.mode == MPCCL_FLAT_WIN_EXIT) {
+            barrier(e + 2u);
+            if (threadIdx.x == 0) *epoch() = e + 2u;
+            return;
+        }
         if (a.exchange) publish_ptrs();
         barrier(e + 1u);
         /* aborted: the exchanged pointers may be garbage, touch nothing */

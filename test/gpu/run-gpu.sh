@@ -97,6 +97,11 @@ step sh "$mpi" -t 300 1 mpccl-perf -C all -b 8 -e 1M -f 8 -c 1 -w 1 -n 5 -G 2
 # buffers in symmetric windows: the window kernels at every size, then the default crossover
 step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 1 -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -W 1 -b 8 -e 64M -f 8 -c 1 -w 1 -n 3
+# symmetric windows moved by the copy engines at every size, every datatype, eager and in CUDA graphs
+for c in all_gather alltoall broadcast; do
+    step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 -e MPCCL_FLAT_CE_BYTES=1 "$ngpu" mpccl-perf -W 1 -C $c -d all -b 1 -e 4M -f 7 -c 1 -w 1 -n 2
+    step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 -e MPCCL_FLAT_CE_BYTES=1 "$ngpu" mpccl-perf -W 1 -C $c -b 1 -e 64M -f 9 -c 1 -w 1 -n 3 -G 2
+done
 # ncclCommRegister'd buffers (ncclMemAlloc; cudaMalloc at an offset that differs
 # between ranks): the registered kernels at every size, then the default crossover
 step sh "$mpi" -t 300 -e MPCCL_FLAT_WIN_BYTES=0 "$ngpu" mpccl-perf -W 2 -C all -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1
@@ -114,6 +119,7 @@ step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C alltoall -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C all_gather -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 3 mpccl-perf -W 3 -C all -b 1 -e 64K -f 61 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 -e MPCCL_FLAT_CE_BYTES=1 3 mpccl-perf -W 1 -C all -b 1 -e 1M -f 31 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 3 mpccl-perf -W 3 -C sendrecv -b 1 -e 4M -f 13 -c 1 -w 1 -n 1
 # send/recv as LL units at every size, and never
 for ll in 64G 0; do

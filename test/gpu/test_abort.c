@@ -51,6 +51,8 @@ static const kind_t kinds[] = {
     {"p2pll", {"MPCCL_FLAT_P2P_LL_BYTES=64G", NULL}},
     {"p2pengine", {"MPCCL_FLAT=0", "MPCCL_FLAT_P2P=0", NULL}},
     {"window", {"MPCCL_FLAT_WIN_BYTES=0", NULL}},
+    /* an allgather on windows moved by the copy engines between barrier kernels */
+    {"windowce", {"MPCCL_FLAT_WIN_BYTES=0", "MPCCL_FLAT_CE_BYTES=1", NULL}},
     {"reg", {"MPCCL_FLAT_WIN_BYTES=0", NULL}},
     {"onesided", {NULL}},
     /* 4 ranks as 2 simulated nodes x 2: hierarchical collectives (node and
@@ -127,6 +129,8 @@ static ncclResult_t op(ctx_t *c)
         ncclResult_t e = ncclGroupEnd();
         return r != ncclSuccess ? r : e;
     }
+    if (strcmp(kind->name, "windowce") == 0)
+        return ncclAllGather(c->in, c->out, c->count / (size_t)nranks, ncclFloat, c->comm, c->stream);
     return ncclAllReduce(c->in, c->out, c->count, ncclFloat, ncclSum, c->comm, c->stream);
 }
 
@@ -134,7 +138,7 @@ static int setup_buffers(ctx_t *c)
 {
     c->count = strcmp(kind->name, "ll") == 0 || strcmp(kind->name, "p2pll") == 0 ? COUNT_LL : COUNT_BIG;
     size_t bytes = c->count * sizeof(float);
-    if (strcmp(kind->name, "window") == 0 || strcmp(kind->name, "onesided") == 0) {
+    if (strncmp(kind->name, "window", 6) == 0 || strcmp(kind->name, "onesided") == 0) {
         NCCLCHK(ncclMemAlloc((void **)&c->in, bytes));
         NCCLCHK(ncclMemAlloc((void **)&c->out, bytes));
         NCCLCHK(ncclCommWindowRegister(c->comm, c->in, bytes, &c->win_in, NCCL_WIN_COLL_SYMMETRIC));
