@@ -10,10 +10,14 @@
 #include "gpu/gpu_flat_ce.h"
 #include "util/status.h"
 
+/* CTAs of the kernel that copies the own block beside the copy engines */
+#define CE_SELF_CTAS 32
+
 typedef struct {
     char *dst;
     const char *src;
     uint64_t bytes;
+    int local; /* the own block: SMs copy it (a copy engine beside the NVLink copies slowed them) */
 } ce_copy_t;
 
 int mpccl_flat_ce_takes(int mode, uint64_t bytes_per_rank, uint64_t ce_bytes)
@@ -22,12 +26,13 @@ int mpccl_flat_ce_takes(int mode, uint64_t bytes_per_rank, uint64_t ce_bytes)
     return mode == MPCCL_FLAT_ALLGATHER || mode == MPCCL_FLAT_ALLTOALL || mode == MPCCL_FLAT_BROADCAST;
 }
 
-static void add(ce_copy_t *c, int *n, char *dst, const char *src, uint64_t bytes)
+static void add(ce_copy_t *c, int *n, char *dst, const char *src, uint64_t bytes, int local)
 {
     if (dst == src || bytes == 0) return;
     c[*n].dst = dst;
     c[*n].src = src;
     c[*n].bytes = bytes;
+    c[*n].local = local;
     (*n)++;
 }
 
@@ -39,17 +44,17 @@ static int plan_copies(const mpccl_flat_win_args_t *a, uint64_t esz, ce_copy_t *
     uint64_t B = a->count * esz, mine = (uint64_t)me * B;
     switch (a->mode) {
     case MPCCL_FLAT_ALLGATHER:
-        for (int k = 1; k <= N; k++) add(c, &n, a->out[(me + k) % N] + mine, a->in[me], B);
+        for (int k = 1; k <= N; k++) add(c, &n, a->out[(me + k) % N] + mine, a->in[me], B, k == N);
         break;
     case MPCCL_FLAT_ALLTOALL:
         for (int k = 1; k <= N; k++) {
             int j = (me + k) % N;
-            add(c, &n, a->out[j] + mine, a->in[me] + (uint64_t)j * B, B);
+            add(c, &n, a->out[j] + mine, a->in[me] + (uint64_t)j * B, B, k == N);
         }
         break;
     case MPCCL_FLAT_BROADCAST:
         if (me != a->root) break;
-        for (int k = 1; k <= N; k++) add(c, &n, a->out[(me + k) % N], a->in[me], B);
+        for (int k = 1; k <= N; k++) add(c, &n, a->out[(me + k) % N], a->in[me], B, k == N);
         break;
     default: break;
     }
@@ -93,7 +98,8 @@ mpccl_status_t mpccl_flat_ce_launch(mpccl_flat_ce_t *ce, const mpccl_flat_win_ar
     }
     for (int i = 0; i < n; i++) {
         cudaStream_t s = i == 0 ? stream : ce->side[(i - 1) % MPCCL_FLAT_CE_STREAMS];
-        MPCCL_CUDA_CHECK(cudaMemcpyAsync(c[i].dst, c[i].src, c[i].bytes, cudaMemcpyDeviceToDevice, s));
+        if (c[i].local) MPCCL_CHECK(mpccl_flat_copy_launch(c[i].dst, c[i].src, c[i].bytes, CE_SELF_CTAS, s));
+        else MPCCL_CUDA_CHECK(cudaMemcpyAsync(c[i].dst, c[i].src, c[i].bytes, cudaMemcpyDeviceToDevice, s));
     }
     for (int s = 0; s < sides; s++) {
         MPCCL_CUDA_CHECK(cudaEventRecord(ce->join[s], ce->side[s]));

@@ -131,6 +131,9 @@ mpccl_status_t mpccl_flat_p2p_load(void);
  * for an LL launch a multiple of 32 down to 32 (every loop strides by
  * blockDim).  Only enqueues. */
 mpccl_status_t mpccl_flat_launch(const mpccl_flat_args_t *a, uint32_t nctas, uint32_t nthreads, cudaStream_t stream);
+/* Copies bytes from src to dst (on this device) with nctas CTAs.  Only enqueues. */
+mpccl_status_t mpccl_flat_copy_launch(void *dst, const void *src, uint64_t bytes, uint32_t nctas,
+                                      cudaStream_t stream);
 /* Loads every flat kernel (collectives and windows, all datatypes) into the
  * current device's context now (lib/gpu/gpu_kernels_load.c says why). */
 mpccl_status_t mpccl_flat_load(void);

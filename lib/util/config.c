@@ -127,7 +127,7 @@ static mpccl_setting_t settings[] = {
     {"FLAT_WIN_BYTES", NULL, "4M",
      "flat kernels: calls on symmetric windows from this size (bytes per rank) take the window path; smaller ones "
      "the region (LL) path", NULL, NULL},
-    {"FLAT_CE_BYTES", NULL, "32M",
+    {"FLAT_CE_BYTES", NULL, "128M",
      "flat kernels: allgather, alltoall (out of place) and broadcast on symmetric windows from this size (bytes "
      "per rank) are moved by the copy engines, between two barrier kernels (0: never)", NULL, NULL},
     {"FLAT_REG", NULL, "1",
