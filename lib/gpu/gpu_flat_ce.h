@@ -6,6 +6,7 @@
  * one-CTA barrier kernels (flat_win_impl.cuh's enter and exit modes).  The
  * copy engines move 391 GB/s per direction over NVLink with both directions
  * busy where SMs storing into the peer move 364 (2 x H200, mpccl-floor).
+ * The own block (out of place) is copied by a small SM kernel beside them.
  * Only symmetric windows: the host must know the peers' addresses when it
  * enqueues a copy, and registered buffers tell theirs only inside the kernel.
  * Only built with CUDA. */
