@@ -38,6 +38,17 @@ static mpccl_status_t wait_req(ncclComm_t comm, int peer, mpccl_req_t *req)
     return req->status;
 }
 
+/* The survivors already served wait at the child's bootstrap root, in this
+ * process (the maker's): fail them now rather than at its timeout, keeping
+ * this shrink's own failure as the last error. */
+static void withdraw_child_id(mpccl_init_job_t *job)
+{
+    char why[512];
+    snprintf(why, sizeof(why), "%s", mpccl_last_error());
+    (void)mpccl_socket_withdraw_unique_id(job->id.internal);
+    mpccl_record_error(why);
+}
+
 static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
 {
     ncclComm_t parent = job->parent;
@@ -69,14 +80,7 @@ static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
             st = t->ops->isend(t, peer, mpccl_tag_shrink(root), &job->id, sizeof(job->id), &req);
             if (st == MPCCL_OK) st = wait_req(parent, peer, &req);
         }
-        /* The survivors already served wait at the child's bootstrap root,
-         * in this process: fail them now rather than at its timeout. */
-        if (st != MPCCL_OK) {
-            char why[512];
-            snprintf(why, sizeof(why), "%s", mpccl_last_error());
-            (void)mpccl_socket_withdraw_unique_id(job->id.internal);
-            mpccl_record_error(why); /* the shrink's own failure stays the last error */
-        }
+        if (st != MPCCL_OK) withdraw_child_id(job);
     } else if (mpccl_comm_door_fd(parent) >= 0 && mpccl_comm_door_addr(parent, root)) {
         st = mpccl_shrink_door_recv(parent, mpccl_comm_door_fd(parent), root, mpccl_comm_door_addr(parent, root),
                                     &job->id, sizeof(job->id));
@@ -124,21 +128,14 @@ static mpccl_status_t init_shrink(void *arg)
     ncclComm_t parent = job->parent;
     mpccl_bootstrap_set_cancel(&job->comm->aborting, &parent->aborting);
     mpccl_status_t st = shrink_share_id(job);
-    int maker = parent->rank == job->survivors[0];
-    survivor_watch_t watch = {.job = job, .next_knock_ms = maker ? mpccl_socket_now_ms() + SURVIVOR_KNOCK_MS : 0};
-    mpccl_bootstrap_set_watch(survivor_lost, &watch);
     if (st == MPCCL_OK) {
+        int maker = parent->rank == job->survivors[0];
+        survivor_watch_t watch = {.job = job, .next_knock_ms = maker ? mpccl_socket_now_ms() + SURVIVOR_KNOCK_MS : 0};
+        mpccl_bootstrap_set_watch(survivor_lost, &watch);
         st = mpccl_socket_bootstrap_create(job->id.internal, job->rank, job->nranks, &bs);
-        mpccl_bootstrap_set_watch(NULL, NULL); /* or the withdrawal below counts as given up too */
-        /* The others wait at this process's root for the child: fail them. */
-        if (st != MPCCL_OK && maker) {
-            char why[512];
-            snprintf(why, sizeof(why), "%s", mpccl_last_error());
-            (void)mpccl_socket_withdraw_unique_id(job->id.internal);
-            mpccl_record_error(why); /* the shrink's own failure stays the last error */
-        }
+        mpccl_bootstrap_set_watch(NULL, NULL); /* before the withdrawal, which it would count as a loss too */
+        if (st != MPCCL_OK && maker) withdraw_child_id(job);
     }
-    mpccl_bootstrap_set_watch(NULL, NULL);
     if (st == MPCCL_OK)
         MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: parent rank %d -> rank %d of %d", job->parent->rank, job->rank,
                    job->nranks);

@@ -47,28 +47,30 @@ int mpccl_shrink_door_valid(const mpccl_sockaddr_t *a) { return mpccl_sockaddr_l
 
 static mpccl_status_t door_write(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const door_msg_t *m);
 
+/* A message from this rank: len bytes of body (0: a failure notice). */
+static void door_msg(ncclComm_t comm, door_msg_t *m, const void *body, size_t body_bytes, uint32_t len)
+{
+    memset(m, 0, sizeof(*m));
+    m->magic = DOOR_MAGIC ^ comm->id;
+    m->root = comm->rank;
+    m->len = len;
+    memcpy(m->id, body, body_bytes);
+}
+
 mpccl_status_t mpccl_shrink_door_send(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const void *id,
                                       size_t len)
 {
     if (len == 0 || len > DOOR_ID_MAX) return mpccl_fail(MPCCL_ERR_INTERNAL, "ncclCommShrink: an id of %zu bytes", len);
     door_msg_t m;
-    memset(&m, 0, sizeof(m));
-    m.magic = DOOR_MAGIC ^ comm->id;
-    m.root = comm->rank;
-    m.len = (uint32_t)len;
-    memcpy(m.id, id, len);
+    door_msg(comm, &m, id, len, (uint32_t)len);
     return door_write(comm, peer, to, &m);
 }
 
 void mpccl_shrink_door_send_failure(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, int lost)
 {
     door_msg_t m;
-    memset(&m, 0, sizeof(m));
-    m.magic = DOOR_MAGIC ^ comm->id;
-    m.root = comm->rank;
-    m.len = 0; /* a notice, not an id */
     int32_t l = lost;
-    memcpy(m.id, &l, sizeof(l));
+    door_msg(comm, &m, &l, sizeof(l), 0); /* a notice, not an id */
     if (door_write(comm, peer, to, &m) != MPCCL_OK)
         MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: could not tell rank %d that the shrink failed", peer);
 }
@@ -119,12 +121,21 @@ static int take(ncclComm_t comm, int c, int root, void *id, size_t len, int *los
  * leave us waiting for ever.  Its kernel refuses at once for a dead process;
  * a machine that is gone answers nothing, counted from the first silent knock
  * (*silent_since).  Returns 0, or the errno that says root is gone. */
+/* One connection attempt, closed at once (a door drops an empty connection):
+ * 0, or the errno that stopped it within wait_ms. */
+static int knock_once(const mpccl_sockaddr_t *door, int64_t wait_ms)
+{
+    int64_t now = mpccl_socket_now_ms();
+    int fd = -1, e = mpccl_socket_connect(door, now + wait_ms, now, &fd);
+    if (e == 0) mpccl_socket_close(&fd);
+    return e;
+}
+
 static int knock(const mpccl_sockaddr_t *root_door, int64_t *silent_since)
 {
     int64_t now = mpccl_socket_now_ms();
-    int fd = -1, e = mpccl_socket_connect(root_door, now + DOOR_PROBE_MS, now, &fd);
+    int e = knock_once(root_door, DOOR_PROBE_MS);
     if (e == 0) {
-        mpccl_socket_close(&fd); /* root's door drops an empty connection */
         *silent_since = 0;
         return 0;
     }
@@ -136,10 +147,7 @@ static int knock(const mpccl_sockaddr_t *root_door, int64_t *silent_since)
 
 int mpccl_shrink_door_refuses(const mpccl_sockaddr_t *door)
 {
-    int64_t now = mpccl_socket_now_ms();
-    int fd = -1, e = mpccl_socket_connect(door, now + 200, now, &fd);
-    if (e == 0) mpccl_socket_close(&fd);
-    return e == ECONNREFUSED;
+    return knock_once(door, 200) == ECONNREFUSED;
 }
 
 mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, const mpccl_sockaddr_t *root_door,

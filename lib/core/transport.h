@@ -108,6 +108,10 @@ struct mpccl_transport {
  * last).  A transport keeps one receive for it posted from any sender. */
 #define MPCCL_REVOKE_TAG(sender) (((uint64_t)(sender) << 40) | 0xfffffffffeULL)
 #define MPCCL_REVOKE_TAG_MASK 0xffffffffffULL
+/* The zero-byte note a transport sends each network peer at creation once its
+ * connections are complete (lib/ucx/ucx_wireup.c): the piece below the
+ * revoke's, equally out of every other message's reach. */
+#define MPCCL_WIREUP_NOTE_TAG(sender) (((uint64_t)(sender) << 40) | 0xfffffffffdULL)
 
 /* UCX (lib/ucx/): collective over bs; connects every pair of ranks. */
 mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out);

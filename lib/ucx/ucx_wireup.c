@@ -24,21 +24,10 @@
 #include "util/log.h"
 #include "ucx_tp.h"
 
-/* The note's tag: in the proxy's reserved space, beside the revoke's
- * (core/transport.h), with a piece no launch, shrink or revoke uses. */
-#define WIREUP_NOTE_TAG(sender) (((uint64_t)(sender) << 40) | 0xfffffffffdULL)
-
 typedef struct {
     mpccl_ucx_tp_t *tp;
     int64_t deadline_ns;
 } wireup_t;
-
-static int64_t wireup_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int is_network_peer(const mpccl_ucx_tp_t *tp, int i)
 {
@@ -55,7 +44,7 @@ static mpccl_status_t wait_step(wireup_t *w, const char *what, int pending, int 
         snprintf(msg, sizeof(msg), "rank %d: UCX endpoints %s", t->rank, what);
         return mpccl_bootstrap_fail_cancelled(msg);
     }
-    if (wireup_now_ns() > w->deadline_ns)
+    if (mpccl_ucx_now_ns() > w->deadline_ns)
         return mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: %d UCX peers (the first rank %d) not done %s after %d s "
                           "(MPCCL_BOOTSTRAP_TIMEOUT)", t->rank, pending, first_late, what,
                           mpccl_bootstrap_timeout_s());
@@ -112,8 +101,8 @@ static mpccl_status_t exchange_notes(wireup_t *w, mpccl_req_t *sends, mpccl_req_
     int n = t->nranks;
     for (int i = 0; i < n; i++) {
         if (!is_network_peer(tp, i)) continue;
-        MPCCL_CHECK(t->ops->irecv(t, i, WIREUP_NOTE_TAG(i), &note, 0, &recvs[i]));
-        MPCCL_CHECK(t->ops->isend(t, i, WIREUP_NOTE_TAG(t->rank), &note, 0, &sends[i]));
+        MPCCL_CHECK(t->ops->irecv(t, i, MPCCL_WIREUP_NOTE_TAG(i), &note, 0, &recvs[i]));
+        MPCCL_CHECK(t->ops->isend(t, i, MPCCL_WIREUP_NOTE_TAG(t->rank), &note, 0, &sends[i]));
     }
     for (;;) {
         int pending = 0, first_late = -1;
@@ -144,7 +133,7 @@ mpccl_status_t mpccl_ucx_complete_wireup(mpccl_ucx_tp_t *tp)
         return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the UCX wireup of %d ranks", n);
     }
     for (int i = 0; i < 2 * n; i++) reqs[i].done = 1; /* not posted */
-    wireup_t w = {.tp = tp, .deadline_ns = wireup_now_ns() + (int64_t)mpccl_bootstrap_timeout_s() * 1000000000};
+    wireup_t w = {.tp = tp, .deadline_ns = mpccl_ucx_now_ns() + (int64_t)mpccl_bootstrap_timeout_s() * 1000000000};
     mpccl_status_t st = flush_all(&w, sp);
     if (st == MPCCL_OK) st = exchange_notes(&w, reqs, reqs + n);
     /* On failure: flushes still pending are dropped, notes still posted are
