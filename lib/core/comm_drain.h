@@ -13,7 +13,7 @@
  * call.  Only the peers the call received from are flushed: they owe us
  * nothing back, but a flush of an endpoint never used may wait for its
  * peer's next progress (UCX's connection handshake).  And only the peers
- * the transport drains (transport.h: shared memory): a network endpoint's
+ * the transport drains (transport.h: shared memory, not tcp): a network endpoint's
  * flush waits for the peer's acknowledgement, which a peer already back in
  * the application (an MPI barrier, say) never sends.  Fails like the other
  * waits when a peer dies or revokes, or after MPCCL_OP_TIMEOUT; fn names the

@@ -54,7 +54,8 @@ struct mpccl_transport_ops {
     /* Whether a host call drains peer before returning (core/comm_drain.h):
      * 1 where what this rank owes peer can wait in its own queues and a flush
      * completes without peer's help (shared memory); 0 where a flush waits
-     * for peer's acknowledgement (network endpoints), which a peer busy
+     * for peer's acknowledgement (network endpoints: another machine, or
+     * this one reached over tcp), which a peer busy
      * outside the library -- in an MPI barrier, computing -- never sends:
      * the drain would deadlock with it.  NULL: drain no peer. */
     int (*drains)(mpccl_transport_t *t, int peer);

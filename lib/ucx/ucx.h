@@ -45,6 +45,10 @@ int mpccl_ucx_md_is_gdr_nic(const char *comp, uint64_t reg_mem_types);
  * description (ucp_ep_print_info's "tag_send:" line); 0 when it cannot tell
  * (ucx_transport.c, the transport's eager_max). */
 size_t mpccl_ucx_parse_eager_max(const char *text);
+/* From the same description: 1 when every lane's transport stays on the
+ * machine (shared memory, CMA, self, CUDA), 0 when one does not, -1 when it
+ * cannot tell (ucx_ep_info.c, the transport's drains). */
+int mpccl_ucx_parse_lanes_local(const char *text);
 
 /* Regions (ucx_region.c; the transport's region_open): memory described to
  * UCX once.  MPCCL_REGION_DEVICE memory is registered with ucp_mem_map. */

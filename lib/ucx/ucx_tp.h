@@ -14,8 +14,9 @@ typedef struct mpccl_ucx_peer {
     ucp_err_handling_mode_t err_mode; /* NONE to same-machine peers under MPCCL_UCX_ERR_MODE=auto */
     int failed;      /* UCX reported the connection broken: requests end in REMOTE */
     ucs_status_t fail_status; /* what UCX reported */
-    size_t eager_max;         /* ucx_eager_max: 0 until known */
-    int eager_tries;          /* attempts to read it from UCX's endpoint description */
+    size_t eager_max;         /* ucx_ep_info.c: 0 until known */
+    int lanes_local;          /* ucx_ep_info.c: 1 every lane local, 0 one over a network, -1 not known */
+    int info_tries;           /* attempts to read UCX's endpoint description */
     int force_close; /* close: a send is still in flight on this endpoint */
 } mpccl_ucx_peer_t;
 
@@ -44,6 +45,9 @@ typedef struct mpccl_ucx_tp {
 
 /* The largest message sent eagerly to peer (transport.h, eager_max). */
 size_t mpccl_ucx_eager_max(mpccl_transport_t *t, int peer);
+/* Whether every lane of peer's endpoint is local (shared memory, CMA, self,
+ * CUDA): 1, 0 (a lane over tcp or another network), -1 (not known). */
+int mpccl_ucx_lanes_local(mpccl_ucx_tp_t *tp, int peer);
 /* Posts the receive of the revoke message from any sender (outside UCX's
  * callbacks); progress reposts it after each arrival. */
 void mpccl_ucx_post_revoke_recv(mpccl_ucx_tp_t *tp);

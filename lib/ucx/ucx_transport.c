@@ -663,10 +663,15 @@ static mpccl_status_t ucx_flush(mpccl_transport_t *t, int peer, mpccl_req_t *req
 /* Shared-memory endpoints (no UCX error handling) flush locally; a network
  * endpoint's flush (error handling "peer": tcp, ib) waits for the peer to
  * acknowledge, and in UCX 1.13-1.16 that needs the peer to progress. */
+/* Peers on this machine, unless UCX reaches them over a network transport
+ * (UCX_TLS=tcp, no shared memory between containers): a flush there waits for
+ * the peer's acknowledgement, which a peer back in the application never
+ * sends.  Not known yet: drained, as shared memory is what such peers get. */
 static int ucx_drains(mpccl_transport_t *t, int peer)
 {
     mpccl_ucx_tp_t *tp = t->impl;
-    return peer >= 0 && peer < t->nranks && tp->peers[peer].err_mode == UCP_ERR_HANDLING_MODE_NONE;
+    return peer >= 0 && peer < t->nranks && tp->peers[peer].err_mode == UCP_ERR_HANDLING_MODE_NONE &&
+           mpccl_ucx_lanes_local(tp, peer) != 0;
 }
 
 static const struct mpccl_transport_ops ucx_ops;
@@ -736,6 +741,7 @@ mpccl_status_t mpccl_ucx_transport_create_local(mpccl_bootstrap_t *bs, const uns
         tp->peers[i].tp = tp;
         tp->peers[i].rank = i;
         tp->peers[i].err_mode = err_mode_for(mode, same_machine && same_machine[i]);
+        tp->peers[i].lanes_local = -1;
     }
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof(wp));

@@ -425,6 +425,25 @@ START_TEST(test_eager_max_parse)
 }
 END_TEST
 
+/* Whether every lane stays on the machine, from UCX 1.13's lines: shared
+ * memory and CMA; tcp (UCX_TLS=tcp between ranks of one machine); a mix; a
+ * tcp lane marked wireup; nothing listed; a line unlike UCX's. */
+START_TEST(test_lanes_local_parse)
+{
+    const char *shm = "#                 lane[0]:  3:sysv/memory.0 md[2]           -> md[2]/sysv/sysdev[255] am\n"
+                      "#                 lane[1]:  4:posix/memory.0 md[3]          -> md[3]/posix/sysdev[255] amo#1\n"
+                      "#                 lane[2]:  5:cma/memory.0 md[4]            -> md[4]/cma/sysdev[255] rma_bw#0\n";
+    const char *tcp = "#                 lane[0]:  1:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] am\n";
+    const char *mix = "#                 lane[0]:  3:sysv/memory.0 md[2]  am\n#   lane[1]:  7:rc_mlx5/mlx5_0:1 md[6] rma_bw\n";
+    ck_assert_int_eq(mpccl_ucx_parse_lanes_local(shm), 1);
+    ck_assert_int_eq(mpccl_ucx_parse_lanes_local(tcp), 0);
+    ck_assert_int_eq(mpccl_ucx_parse_lanes_local(mix), 0);
+    ck_assert_int_eq(mpccl_ucx_parse_lanes_local("# lane[0]: 1:tcp/lo.0 md[1] -> md[1]/tcp wireup\n"), 0);
+    ck_assert_int_eq(mpccl_ucx_parse_lanes_local("#  tag_send: 0..<rndv>..(inf)\n"), -1);
+    ck_assert_int_eq(mpccl_ucx_parse_lanes_local("# lane[0]: sysv\n"), -1);
+}
+END_TEST
+
 /* Regions (region_open): a send to itself and its receive through host
  * regions arrive whole; a request outside its region and bad kinds are
  * refused with an error, not sent. */
@@ -637,6 +656,7 @@ int main(void)
     tcase_add_test(tc, test_regions);
     tcase_add_test(tc, test_gdr_rule);
     tcase_add_test(tc, test_eager_max_parse);
+    tcase_add_test(tc, test_lanes_local_parse);
     tcase_add_test(tc, test_pingpong);
     suite_add_tcase(su, tc);
     TCase *tp = tcase_create("processes");
