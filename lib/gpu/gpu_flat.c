@@ -32,6 +32,7 @@ typedef struct {
     uint64_t p2p_ll;     /* send/recv messages up to this size go as LL units (MPCCL_FLAT_P2P_LL_BYTES) */
     uint64_t win_bytes; /* smallest call (bytes per rank) for the window path */
     uint64_t ce_bytes;  /* smallest window call moved by the copy engines (0: never) */
+    uint64_t bcast_split; /* 3+ ranks: broadcasts from this size are a scatter and an allgather (0: never) */
 } flat_settings_t;
 
 struct mpccl_flat_comm {
@@ -79,6 +80,7 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->reg = mpccl_config_int("FLAT_REG") != 0;
     s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
     s->ce_bytes = clamp_u64(mpccl_config_int("FLAT_CE_BYTES"), 0, UINT64_MAX >> 1);
+    s->bcast_split = clamp_u64(mpccl_config_int("FLAT_BCAST_SPLIT_BYTES"), 0, UINT64_MAX >> 1);
     s->p2p_direct = clamp_u64(mpccl_config_int("FLAT_P2P_DIRECT_BYTES"), 1, UINT64_MAX >> 1);
     s->p2p_ll = clamp_u64(mpccl_config_int("FLAT_P2P_LL_BYTES"), 0, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
@@ -329,7 +331,7 @@ static mpccl_status_t launch_window(const mpccl_flat_comm_t *f, const mpccl_call
     a.op = (mode == MPCCL_FLAT_ALLREDUCE_2 || mode == MPCCL_FLAT_REDUCESCATTER || mode == MPCCL_FLAT_REDUCE)
                ? (int)d->op : MPCCL_OP_SUM;
     *took = 1;
-    if (!a.exchange && mpccl_flat_ce_takes(mode, d->count * esz * blocks, f->set.ce_bytes))
+    if (!a.exchange && mpccl_flat_ce_takes(mode, f->nranks, d->count * esz * blocks, f->set.ce_bytes))
         return mpccl_flat_ce_launch(f->ce, &a, esz, stream);
     mpccl_flat_geom_params_t gp = geom_params(f);
     uint32_t ctas = mpccl_flat_win_geometry(&gp, mode, d->count, esz, &a.sub);
@@ -350,10 +352,53 @@ static uint32_t launch_threads(const mpccl_flat_comm_t *f, const mpccl_flat_args
     return t < 32 ? 32 : t > MPCCL_FLAT_THREADS ? MPCCL_FLAT_THREADS : (uint32_t)t;
 }
 
+/* A broadcast of 3 or more ranks from MPCCL_FLAT_BCAST_SPLIT_BYTES runs as a
+ * scatter of root's input in N blocks, an allgather in place, and the
+ * elements N does not divide as a direct broadcast.  The direct kernel stores
+ * every byte into N-1 peers from the root, so it moves at most the root's
+ * link / (N-1): 122 GB/s on 4 x H100 (NVSwitch) where NCCL's ring reaches
+ * 360.  Split, every rank sends (N-1)/N of the bytes twice. */
+static int split_broadcast(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
+{
+    return f->nranks > 2 && d->coll == MPCCL_COLL_BROADCAST && !d->prescale && f->set.bcast_split &&
+           d->count / (uint64_t)f->nranks > 0 && d->count * mpccl_dtype_size(d->dt) >= f->set.bcast_split;
+}
+
+static mpccl_status_t launch_split_broadcast(const mpccl_flat_comm_t *f, const mpccl_call_t *call,
+                                             cudaStream_t stream)
+{
+    const mpccl_coll_desc_t *d = &call->desc;
+    uint64_t esz = mpccl_dtype_size(d->dt), blk = d->count / (uint64_t)f->nranks, whole = blk * (uint64_t)f->nranks;
+    char *out = call->task.out, *mine = out + (uint64_t)f->rank * blk * esz;
+    const char *in = f->rank == d->root ? call->task.in : NULL; /* others' input is not read */
+    mpccl_call_t part = *call;
+    part.desc.coll = MPCCL_COLL_SCATTER;
+    part.desc.count = blk;
+    part.desc.in_place = in && in + (uint64_t)f->rank * blk * esz == mine; /* root's, in place: in == out */
+    part.task.in = in;
+    part.task.out = mine;
+    MPCCL_CHECK(mpccl_flat_launch_call(f, &part, in, stream));
+    part = *call;
+    part.desc.coll = MPCCL_COLL_ALLGATHER;
+    part.desc.count = blk;
+    part.desc.in_place = 1;
+    part.task.in = mine;
+    part.task.out = out;
+    MPCCL_CHECK(mpccl_flat_launch_call(f, &part, mine, stream));
+    if (whole == d->count) return MPCCL_OK;
+    part = *call; /* fewer elements than ranks: not split again */
+    part.desc.count = d->count - whole;
+    part.desc.in_place = in == out;
+    part.task.in = in ? in + whole * esz : NULL;
+    part.task.out = out + whole * esz;
+    return mpccl_flat_launch_call(f, &part, part.task.in, stream);
+}
+
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
                                       cudaStream_t stream)
 {
     const mpccl_coll_desc_t *d = &call->desc;
+    if (split_broadcast(f, d)) return launch_split_broadcast(f, call, stream);
     if (f->set.win || f->set.reg) {
         int took = 0;
         MPCCL_CHECK(launch_window(f, call, stream, &took));

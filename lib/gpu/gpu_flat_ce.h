@@ -1,9 +1,9 @@
 /* Collectives on symmetric windows moved by the copy engines.
  *
- * From MPCCL_FLAT_CE_BYTES per rank, a call that only moves data (allgather,
- * alltoall out of place, broadcast) on NCCL_WIN_COLL_SYMMETRIC windows is
- * cudaMemcpyAsync copies straight into the peers' windows between two
- * one-CTA barrier kernels (flat_win_impl.cuh's enter and exit modes).  The
+ * From MPCCL_FLAT_CE_BYTES per rank, a call of 2 ranks that only moves data
+ * (allgather, alltoall out of place, broadcast) on NCCL_WIN_COLL_SYMMETRIC
+ * windows is a cudaMemcpyAsync copy straight into the peer's window between
+ * two one-CTA barrier kernels (flat_win_impl.cuh's enter and exit modes).  The
  * copy engines move 391 GB/s per direction over NVLink with both directions
  * busy where SMs storing into the peer move 364 (2 x H200, mpccl-floor).
  * The own block (out of place) is copied by a small SM kernel beside them.
@@ -18,9 +18,9 @@
 #ifdef MPCCL_HAVE_CUDA
 #include "kernels/flat.h"
 
-/* Side streams the copies fan out on, so copies to different peers (and the
- * own block) run on different engines at once. */
-#define MPCCL_FLAT_CE_STREAMS 8
+/* Side streams beside the user's: with 2 ranks the own block's copy runs on
+ * one while the peer's copy runs on the user's stream. */
+#define MPCCL_FLAT_CE_STREAMS 1
 
 /* One communicator's copy-engine state; its CUDA objects are made at the
  * first call that uses them. */
@@ -31,8 +31,9 @@ typedef struct mpccl_flat_ce {
 } mpccl_flat_ce_t;
 
 /* Whether a window call of this mode moves by copies (the same answer on every
- * rank: mode and size are alike everywhere). */
-int mpccl_flat_ce_takes(int mode, uint64_t bytes_per_rank, uint64_t ce_bytes);
+ * rank: mode, rank count and size are alike everywhere).  Only between 2
+ * ranks, where one copy engine per direction beats the SMs. */
+int mpccl_flat_ce_takes(int mode, int nranks, uint64_t bytes_per_rank, uint64_t ce_bytes);
 
 /* Enqueues the call on stream: enter barrier, the copies, exit barrier.  a is
  * filled as for the window kernel with exchange 0 (in/out as this device sees
