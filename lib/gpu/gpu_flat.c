@@ -32,7 +32,7 @@ typedef struct {
     uint64_t p2p_ll;     /* send/recv messages up to this size go as LL units (MPCCL_FLAT_P2P_LL_BYTES) */
     uint64_t win_bytes; /* smallest call (bytes per rank) for the window path */
     uint64_t ce_bytes;  /* smallest window call moved by the copy engines (0: never) */
-    uint64_t bcast_split; /* 3+ ranks: broadcasts from this size are a scatter and an allgather (0: never) */
+    uint64_t root_split; /* 3+ ranks: broadcast and reduce from this size are split in two launches (0: never) */
 } flat_settings_t;
 
 struct mpccl_flat_comm {
@@ -80,7 +80,7 @@ static void read_settings(const mpccl_topo_t *topo, const mpccl_gpu_comm_t *g, f
     s->reg = mpccl_config_int("FLAT_REG") != 0;
     s->win_bytes = clamp_u64(mpccl_config_int("FLAT_WIN_BYTES"), 0, UINT64_MAX >> 1);
     s->ce_bytes = clamp_u64(mpccl_config_int("FLAT_CE_BYTES"), 0, UINT64_MAX >> 1);
-    s->bcast_split = clamp_u64(mpccl_config_int("FLAT_BCAST_SPLIT_BYTES"), 0, UINT64_MAX >> 1);
+    s->root_split = clamp_u64(mpccl_config_int("FLAT_ROOT_SPLIT_BYTES"), 0, UINT64_MAX >> 1);
     s->p2p_direct = clamp_u64(mpccl_config_int("FLAT_P2P_DIRECT_BYTES"), 1, UINT64_MAX >> 1);
     s->p2p_ll = clamp_u64(mpccl_config_int("FLAT_P2P_LL_BYTES"), 0, UINT64_MAX >> 1);
     const char *ar = mpccl_config_str("FLAT_ALLREDUCE");
@@ -352,53 +352,75 @@ static uint32_t launch_threads(const mpccl_flat_comm_t *f, const mpccl_flat_args
     return t < 32 ? 32 : t > MPCCL_FLAT_THREADS ? MPCCL_FLAT_THREADS : (uint32_t)t;
 }
 
-/* A broadcast of 3 or more ranks from MPCCL_FLAT_BCAST_SPLIT_BYTES runs as a
- * scatter of root's input in N blocks, an allgather in place, and the
- * elements N does not divide as a direct broadcast.  The direct kernel stores
- * every byte into N-1 peers from the root, so it moves at most the root's
- * link / (N-1): 122 GB/s on 4 x H100 (NVSwitch) where NCCL's ring reaches
- * 360.  Split, every rank sends (N-1)/N of the bytes twice. */
-static int split_broadcast(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
+/* Broadcast and reduce of 3 or more ranks from MPCCL_FLAT_ROOT_SPLIT_BYTES
+ * run as two launches plus the elements N does not divide as a direct call:
+ * broadcast a scatter of root's input in N blocks and an allgather in place,
+ * reduce a reduce_scatter (into root's output, on the others into scratch)
+ * and a gather.  The direct kernels have the root store every byte into N-1
+ * peers or load it from them, so they move at most the root's link / (N-1):
+ * 122 GB/s on 4 x H100 (NVSwitch) where NCCL's rings reach 360.  Split,
+ * every rank sends (N-1)/N of the bytes twice. */
+static int split_root(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
 {
-    return f->nranks > 2 && d->coll == MPCCL_COLL_BROADCAST && !d->prescale && f->set.bcast_split &&
-           d->count / (uint64_t)f->nranks > 0 && d->count * mpccl_dtype_size(d->dt) >= f->set.bcast_split;
+    return f->nranks > 2 && (d->coll == MPCCL_COLL_BROADCAST || d->coll == MPCCL_COLL_REDUCE) && f->set.root_split &&
+           d->count / (uint64_t)f->nranks > 0 && d->count * mpccl_dtype_size(d->dt) >= f->set.root_split;
 }
 
-static mpccl_status_t launch_split_broadcast(const mpccl_flat_comm_t *f, const mpccl_call_t *call,
-                                             cudaStream_t stream)
+uint64_t mpccl_flat_scratch_bytes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d)
+{
+    if (!f || !split_root(f, d) || d->coll != MPCCL_COLL_REDUCE) return 0;
+    return d->count / (uint64_t)f->nranks * mpccl_dtype_size(d->dt);
+}
+
+/* One launch of the split: call with coll, count, in and out replaced (and
+ * no prescale: in is already the scaled input). */
+static mpccl_status_t launch_part(const mpccl_flat_comm_t *f, const mpccl_call_t *call, mpccl_coll_t coll,
+                                  uint64_t count, const char *in, char *out, cudaStream_t stream)
+{
+    mpccl_call_t part = *call;
+    uint64_t esz = mpccl_dtype_size(call->desc.dt);
+    part.desc.coll = coll;
+    part.desc.count = count;
+    part.desc.prescale = 0;
+    part.desc.divide = coll == MPCCL_COLL_GATHER ? 0 : call->desc.divide;
+    /* in place as NCCL defines it for the part's collective; only the root's matters where only it sends */
+    uint64_t at = coll == MPCCL_COLL_SCATTER || coll == MPCCL_COLL_REDUCESCATTER ? (uint64_t)f->rank * count * esz : 0;
+    uint64_t at_out = coll == MPCCL_COLL_ALLGATHER || coll == MPCCL_COLL_GATHER ? (uint64_t)f->rank * count * esz : 0;
+    part.desc.in_place = in && out && in + at == out + at_out;
+    part.task.in = in;
+    part.task.out = out;
+    return mpccl_flat_launch_call(f, &part, in, NULL, stream);
+}
+
+static mpccl_status_t launch_split_root(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const char *in,
+                                        void *scratch, cudaStream_t stream)
 {
     const mpccl_coll_desc_t *d = &call->desc;
     uint64_t esz = mpccl_dtype_size(d->dt), blk = d->count / (uint64_t)f->nranks, whole = blk * (uint64_t)f->nranks;
-    char *out = call->task.out, *mine = out + (uint64_t)f->rank * blk * esz;
-    const char *in = f->rank == d->root ? call->task.in : NULL; /* others' input is not read */
-    mpccl_call_t part = *call;
-    part.desc.coll = MPCCL_COLL_SCATTER;
-    part.desc.count = blk;
-    part.desc.in_place = in && in + (uint64_t)f->rank * blk * esz == mine; /* root's, in place: in == out */
-    part.task.in = in;
-    part.task.out = mine;
-    MPCCL_CHECK(mpccl_flat_launch_call(f, &part, in, stream));
-    part = *call;
-    part.desc.coll = MPCCL_COLL_ALLGATHER;
-    part.desc.count = blk;
-    part.desc.in_place = 1;
-    part.task.in = mine;
-    part.task.out = out;
-    MPCCL_CHECK(mpccl_flat_launch_call(f, &part, mine, stream));
+    int root = f->rank == d->root;
+    char *out = root || d->coll == MPCCL_COLL_BROADCAST ? call->task.out : NULL; /* a reduce's is root's only */
+    if (d->coll == MPCCL_COLL_BROADCAST) {
+        char *mine = out + (uint64_t)f->rank * blk * esz;
+        if (!root) in = NULL; /* others' input is not read */
+        MPCCL_CHECK(launch_part(f, call, MPCCL_COLL_SCATTER, blk, in, mine, stream));
+        MPCCL_CHECK(launch_part(f, call, MPCCL_COLL_ALLGATHER, blk, mine, out, stream));
+    } else {
+        char *mine = root ? out + (uint64_t)f->rank * blk * esz : scratch;
+        if (!mine) return mpccl_fail(MPCCL_ERR_INTERNAL, "split reduce without scratch");
+        MPCCL_CHECK(launch_part(f, call, MPCCL_COLL_REDUCESCATTER, blk, in, mine, stream));
+        MPCCL_CHECK(launch_part(f, call, MPCCL_COLL_GATHER, blk, mine, out, stream));
+    }
     if (whole == d->count) return MPCCL_OK;
-    part = *call; /* fewer elements than ranks: not split again */
-    part.desc.count = d->count - whole;
-    part.desc.in_place = in == out;
-    part.task.in = in ? in + whole * esz : NULL;
-    part.task.out = out + whole * esz;
-    return mpccl_flat_launch_call(f, &part, part.task.in, stream);
+    /* fewer elements than ranks: not split again */
+    return launch_part(f, call, d->coll, d->count - whole, in ? in + whole * esz : NULL,
+                       out ? out + whole * esz : NULL, stream);
 }
 
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
-                                      cudaStream_t stream)
+                                      void *scratch, cudaStream_t stream)
 {
     const mpccl_coll_desc_t *d = &call->desc;
-    if (split_broadcast(f, d)) return launch_split_broadcast(f, call, stream);
+    if (split_root(f, d)) return launch_split_root(f, call, in, scratch, stream);
     if (f->set.win || f->set.reg) {
         int took = 0;
         MPCCL_CHECK(launch_window(f, call, stream, &took));

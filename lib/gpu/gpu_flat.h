@@ -25,10 +25,13 @@ void mpccl_flat_destroy(mpccl_flat_comm_t *f, int leak_device_memory);
 int mpccl_flat_takes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d);
 /* Device memory of this rank's region (0 for NULL). */
 uint64_t mpccl_flat_region_size(const mpccl_flat_comm_t *f);
+/* Device scratch the call needs besides a prescaled copy of its input (a
+ * reduce of 3 or more ranks split in two launches: a block on non-roots). */
+uint64_t mpccl_flat_scratch_bytes(const mpccl_flat_comm_t *f, const mpccl_coll_desc_t *d);
 /* Enqueues the call on stream with input `in` (the prescaled copy when the
- * call has one). */
+ * call has one) and scratch of mpccl_flat_scratch_bytes (NULL when 0). */
 mpccl_status_t mpccl_flat_launch_call(const mpccl_flat_comm_t *f, const mpccl_call_t *call, const void *in,
-                                      cudaStream_t stream);
+                                      void *scratch, cudaStream_t stream);
 /* Where rank r runs (its region's description: pid, device UUID) when
  * collectives use registered buffers (MPCCL_FLAT_REG), else NULL. */
 const mpccl_ipc_desc_t *mpccl_flat_reg_peer(const mpccl_flat_comm_t *f, int r);

@@ -539,19 +539,31 @@ static uint64_t in_elems(const ncclComm_t comm, const mpccl_coll_desc_t *d)
     return d->coll == MPCCL_COLL_REDUCESCATTER ? d->count * (uint64_t)comm->nranks : d->count;
 }
 
+/* Scratch of a flat call: the prescaled input, then what the flat launch
+ * itself needs (gpu_flat.h). */
+static size_t flat_pre_bytes(ncclComm_t comm, const mpccl_coll_desc_t *d)
+{
+    return d->prescale ? align256(in_elems(comm, d) * mpccl_dtype_size(d->dt)) : 0;
+}
+
+static size_t flat_scratch_bytes(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d)
+{
+    return flat_pre_bytes(comm, d) + align256(mpccl_flat_scratch_bytes(s->flat, d));
+}
+
 static mpccl_status_t launch_flat(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call_t *call, cudaStream_t stream)
 {
     int capturing = 0;
     const void *in = call->task.in;
+    size_t pre_bytes = flat_pre_bytes(comm, &call->desc), bytes = flat_scratch_bytes(comm, s, &call->desc);
+    char *scratch = NULL;
     MPCCL_CHECK(before_launch(s, stream, &capturing));
+    if (bytes) MPCCL_CHECK(get_scratch(s, bytes, (void **)&scratch));
     if (call->desc.prescale) {
-        uint64_t n = in_elems(comm, &call->desc);
-        void *pre = NULL;
-        MPCCL_CHECK(get_scratch(s, align256(n * mpccl_dtype_size(call->desc.dt)), &pre));
-        MPCCL_CHECK(scale_input(call, pre, n, stream));
-        in = pre;
+        MPCCL_CHECK(scale_input(call, scratch, in_elems(comm, &call->desc), stream));
+        in = scratch;
     }
-    MPCCL_CHECK(mpccl_flat_launch_call(s->flat, call, in, stream));
+    MPCCL_CHECK(mpccl_flat_launch_call(s->flat, call, in, bytes > pre_bytes ? scratch + pre_bytes : NULL, stream));
     return after_launch(s, stream, capturing);
 }
 
@@ -650,7 +662,8 @@ mpccl_status_t mpccl_gpu_prepare(mpccl_call_t *call)
     void *scratch = NULL;
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     if (mpccl_flat_takes(s->flat, d)) {
-        if (d->prescale) st = get_scratch(s, align256(in_elems(comm, d) * mpccl_dtype_size(d->dt)), &scratch);
+        size_t bytes = flat_scratch_bytes(comm, s, d);
+        if (bytes) st = get_scratch(s, bytes, &scratch);
     } else {
         plan_entry_t *pe = NULL;
         size_t tmp_bytes = 0, pre_bytes = 0;

@@ -130,9 +130,10 @@ static mpccl_setting_t settings[] = {
     {"FLAT_CE_BYTES", NULL, "128M",
      "flat kernels, 2 ranks: allgather, alltoall (out of place) and broadcast on symmetric windows from this size "
      "(a rank's output buffer) are moved by the copy engines, between two barrier kernels (0: never)", NULL, NULL},
-    {"FLAT_BCAST_SPLIT_BYTES", NULL, "4M",
-     "flat kernels, 3 or more ranks: broadcasts from this size are a scatter and an allgather instead of the root "
-     "storing into every peer (0: never)", NULL, NULL},
+    {"FLAT_ROOT_SPLIT_BYTES", NULL, "4M",
+     "flat kernels, 3 or more ranks: broadcast from this size is a scatter and an allgather, reduce a "
+     "reduce_scatter and a gather, instead of the root storing into (loading from) every peer (0: never)", NULL,
+     NULL},
     {"FLAT_REG", NULL, "1",
      "flat kernels: collectives whose input and output lie in ncclCommRegister'd buffers (on every rank, as NCCL "
      "requires) read and write the peers' buffers directly from MPCCL_FLAT_WIN_BYTES on; ncclCommRegister maps "

@@ -83,7 +83,8 @@ step sh "$mpi" -t 300 "$ngpu" mpccl-perf -C all -d all -o all -b 1 -e 1M -f 7 -c
 # (two-shot needs two ranks; on one GPU the host-side check of 64 MB in every
 # datatype and op alone outlasts the step's limit)
 [ "$ngpu" -ge 2 ] && step sh "$mpi" -t 300 -e MPCCL_FLAT_ALLREDUCE=twoshot "$ngpu" mpccl-perf -C allreduce -d all -o all -b 1 -e 64M -f 7 -c 1 -w 1 -n 1
-[ "$ngpu" -ge 3 ] && step sh "$mpi" -t 300 -e MPCCL_FLAT_BCAST_SPLIT_BYTES=1 "$ngpu" mpccl-perf -C broadcast -d all -b 1 -e 64M -f 7 -c 1 -w 1 -n 2 -r 1
+[ "$ngpu" -ge 3 ] && step sh "$mpi" -t 300 -e MPCCL_FLAT_ROOT_SPLIT_BYTES=1 "$ngpu" mpccl-perf -C broadcast -d all -b 1 -e 64M -f 7 -c 1 -w 1 -n 2 -r 1
+[ "$ngpu" -ge 3 ] && step sh "$mpi" -t 300 -e MPCCL_FLAT_ROOT_SPLIT_BYTES=1 "$ngpu" mpccl-perf -C reduce -d all -o all -b 1 -e 4M -f 7 -c 1 -w 1 -n 1 -r 1
 step sh "$mpi" -t 300 "$ngpu" mpccl-perf -b 8 -e 16M -f 8 -c 1 -w 1 -n 3
 # alltoall and allgather with the own block's CTAs (the move kernel) at every size, every datatype, eager and in CUDA graphs
 step sh "$mpi" -t 300 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 "$ngpu" mpccl-perf -C alltoall -d all -b 1 -e 4M -f 7 -c 1 -w 1 -n 2
@@ -121,9 +122,11 @@ step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_SELF_BYTES=1 -e MP
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C all_gather -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 3 mpccl-perf -W 3 -C all -b 1 -e 64K -f 61 -c 1 -w 1 -n 1
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 -e MPCCL_FLAT_CE_BYTES=1 2 mpccl-perf -W 1 -C all -b 1 -e 1M -f 31 -c 1 -w 1 -n 1
-# broadcast of 3 ranks as a scatter and an allgather at every size (counts that 3 does not divide too), root 1, graphs
-step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_BCAST_SPLIT_BYTES=1 3 mpccl-perf -C broadcast -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1 -r 1
-step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_BCAST_SPLIT_BYTES=1 3 mpccl-perf -C broadcast -b 1 -e 4M -f 7 -c 1 -w 1 -n 2 -G 2
+# broadcast and reduce of 3 ranks split in two launches at every size (counts that 3 does not divide too), root 1, graphs
+for c in broadcast reduce; do
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_ROOT_SPLIT_BYTES=1 3 mpccl-perf -C $c -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1 -r 1
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_ROOT_SPLIT_BYTES=1 3 mpccl-perf -C $c -b 1 -e 4M -f 7 -c 1 -w 1 -n 2 -G 2
+done
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 3 mpccl-perf -W 3 -C sendrecv -b 1 -e 4M -f 13 -c 1 -w 1 -n 1
 # send/recv as LL units at every size, and never
 for ll in 64G 0; do
