@@ -228,15 +228,27 @@ struct engine {
             for (uint32_t k = 0; k < sh.na; k++) {
                 win_entry &e = sh.w[k];
                 if (e.done) continue;
+                const mpccl_dev_step_t &st = e.st;
+                uint64_t pb, pe;
+                partition(st.count, es, G, comm->cta_min_bytes, g, pb, pe);
+                /* Nothing of this step here: done at once, dependencies or not.
+                 * This CTA neither reads nor writes for it, and a CTA that has
+                 * a part waits for them before it finishes, so the step's
+                 * count still means "its dependencies were met".  Small calls
+                 * live on CTA 0 alone, which thus never waits for idle CTAs to
+                 * wake from their back-off and count a step they had no part
+                 * in.  A NOP (a join) has no part anywhere: it waits. */
+                if (st.kind != MPCCL_STEP_NOP && pb == pe) {
+                    finish(k);
+                    moved = true;
+                    continue;
+                }
                 if (!e.ready) {
                     if (!deps_met(e)) continue;
                     e.ready = 1;
                     __threadfence(); /* acquire: other CTAs' results of the dependencies */
                 }
-                const mpccl_dev_step_t &st = e.st;
-                uint64_t pb, pe;
-                partition(st.count, es, G, comm->cta_min_bytes, g, pb, pe);
-                if (st.kind == MPCCL_STEP_NOP || pb == pe) {
+                if (st.kind == MPCCL_STEP_NOP) {
                     finish(k);
                     moved = true;
                     continue;
