@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "util/config.h"
 #include "util/log.h"
 #include "ucx.h"
 
@@ -14,6 +15,20 @@ static mpccl_status_t ctx_status = MPCCL_ERR_INTERNAL;
 static char ctx_error[256];
 static int ctx_wakeup;
 static int ctx_cuda;
+
+/* UCX_RNDV_THRESH unless the user set it or GPU memory may go to UCX: the
+ * smallest message sent by rendezvous (see try_init). */
+#define RNDV_THRESH_DEFAULT "64K"
+
+/* Whether communicators spanning nodes may hand UCX device memory (the rule
+ * of lib/gpu/gpu_proxy_mem.c: MPCCL_GPU_DIRECT=1, or auto with a network
+ * device that reads GPU memory). */
+static int gpu_memory_expected(void)
+{
+    const char *v = mpccl_config_str("GPU_DIRECT");
+    if (v && strcmp(v, "1") == 0) return 1;
+    return v && strcmp(v, "auto") == 0 && mpccl_ucx_gdr_nic() != NULL;
+}
 
 /* A rank sleeps on the worker's event fd (WAKEUP); RMA/AMO64 serve windows and
  * signals later.  Ask for everything, then fall back feature by feature: a
@@ -40,6 +55,16 @@ static ucs_status_t try_init(uint64_t features, ucp_context_h *out)
      * second or two rather than UCX's default 20 s, unless the user chose. */
     if (getenv("UCX_KEEPALIVE_INTERVAL") == NULL && ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s") != UCS_OK)
         MPCCL_INFO(MPCCL_SUB_INIT, "UCX has no KEEPALIVE_INTERVAL setting: dead remote peers are found by UCX's defaults");
+    /* Messages below RNDV_THRESH_DEFAULT go eager.  Over tcp UCX picks
+     * rendezvous from about 8 KB, and its extra round trip made 8-32 KB
+     * messages 2-6x slower than eager ones (doc/PERFORMANCE.md, 2026-11-27);
+     * both executors post their receives when the messages arrive or soon
+     * after, so little eager data is buffered.  Larger eager pieces (128 KB)
+     * were slower over tcp, and eager sends from CUDA memory go through UCX's
+     * bounce copies (1.6x slower at 32 KB): GPU-direct keeps UCX's choice. */
+    if (getenv("UCX_RNDV_THRESH") == NULL && !gpu_memory_expected() &&
+        ucp_config_modify(config, "RNDV_THRESH", RNDV_THRESH_DEFAULT) != UCS_OK)
+        MPCCL_INFO(MPCCL_SUB_INIT, "UCX has no RNDV_THRESH setting: UCX picks eager or rendezvous itself");
     ucp_params_t params;
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
