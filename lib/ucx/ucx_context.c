@@ -3,6 +3,7 @@
  * shared; it lives until the process exits because workers of communicators
  * may outlive any single user of it. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "util/config.h"
@@ -16,10 +17,6 @@ static char ctx_error[256];
 static int ctx_wakeup;
 static int ctx_cuda;
 
-/* UCX_RNDV_THRESH unless the user set it or GPU memory may go to UCX: the
- * smallest message sent by rendezvous (see try_init). */
-#define RNDV_THRESH_DEFAULT "64K"
-
 /* Whether communicators spanning nodes may hand UCX device memory (the rule
  * of lib/gpu/gpu_proxy_mem.c: MPCCL_GPU_DIRECT=1, or auto with a network
  * device that reads GPU memory). */
@@ -28,6 +25,19 @@ static int gpu_memory_expected(void)
     const char *v = mpccl_config_str("GPU_DIRECT");
     if (v && strcmp(v, "1") == 0) return 1;
     return v && strcmp(v, "auto") == 0 && mpccl_ucx_gdr_nic() != NULL;
+}
+
+/* UCX setting name (UCX_<name> in the environment) = value, unless the user
+ * set it. */
+static void default_setting(ucp_config_t *config, const char *name, const char *value)
+{
+    char env[64];
+    snprintf(env, sizeof(env), "UCX_%s", name);
+    if (getenv(env) != NULL) return;
+    ucs_status_t st = ucp_config_modify(config, name, value);
+    if (st != UCS_OK)
+        MPCCL_INFO(MPCCL_SUB_INIT, "UCX %s: no setting %s (%s); its default stays", ucp_get_version_string(), env,
+                   ucs_status_string(st));
 }
 
 /* A rank sleeps on the worker's event fd (WAKEUP); RMA/AMO64 serve windows and
@@ -52,19 +62,21 @@ static ucs_status_t try_init(uint64_t features, ucp_context_h *out)
     if (st != UCS_OK) return st;
     /* Endpoints to other machines detect a dead peer by UCX's keepalive while
      * an operation waits (the peer watcher covers this machine): within a
-     * second or two rather than UCX's default 20 s, unless the user chose. */
-    if (getenv("UCX_KEEPALIVE_INTERVAL") == NULL && ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s") != UCS_OK)
-        MPCCL_INFO(MPCCL_SUB_INIT, "UCX has no KEEPALIVE_INTERVAL setting: dead remote peers are found by UCX's defaults");
-    /* Messages below RNDV_THRESH_DEFAULT go eager.  Over tcp UCX picks
-     * rendezvous from about 8 KB, and its extra round trip made 8-32 KB
-     * messages 2-6x slower than eager ones (doc/PERFORMANCE.md, 2026-11-27);
-     * both executors post their receives when the messages arrive or soon
-     * after, so little eager data is buffered.  Larger eager pieces (128 KB)
-     * were slower over tcp, and eager sends from CUDA memory go through UCX's
-     * bounce copies (1.6x slower at 32 KB): GPU-direct keeps UCX's choice. */
-    if (getenv("UCX_RNDV_THRESH") == NULL && !gpu_memory_expected() &&
-        ucp_config_modify(config, "RNDV_THRESH", RNDV_THRESH_DEFAULT) != UCS_OK)
-        MPCCL_INFO(MPCCL_SUB_INIT, "UCX has no RNDV_THRESH setting: UCX picks eager or rendezvous itself");
+     * second or two rather than UCX's default 20 s. */
+    default_setting(config, "KEEPALIVE_INTERVAL", "1s");
+    /* Host memory over tcp (doc/PERFORMANCE.md, 2026-11-27): messages below
+     * 64 KB go eager, in one tcp segment.  UCX picks rendezvous from about
+     * 8 KB, whose extra round trip made 8-32 KB messages 2-6x slower, and
+     * with 8 KB segments UCX 1.22 sends 16-64 KB as multi-fragment eager, 1.5-2x
+     * slower than one segment.  Both executors post their receives when the
+     * messages arrive or soon after, so little eager data is buffered.
+     * Eager sends from CUDA memory go through UCX's bounce copies (1.6x slower
+     * at 32 KB), so GPU-direct keeps UCX's choices. */
+    if (!gpu_memory_expected()) {
+        default_setting(config, "RNDV_THRESH", "64K");
+        default_setting(config, "TCP_TX_SEG_SIZE", "64K");
+        default_setting(config, "TCP_RX_SEG_SIZE", "64K");
+    }
     ucp_params_t params;
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
