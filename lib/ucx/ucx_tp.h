@@ -14,6 +14,7 @@ typedef struct mpccl_ucx_peer {
     ucp_err_handling_mode_t err_mode; /* NONE to same-machine peers under MPCCL_UCX_ERR_MODE=auto */
     int failed;      /* UCX reported the connection broken: requests end in REMOTE */
     ucs_status_t fail_status; /* what UCX reported */
+    int warned;               /* the failure was logged as a warning (once per peer) */
     size_t eager_max;         /* ucx_ep_info.c: 0 until known */
     int lanes_local;          /* ucx_ep_info.c: 1 every lane local, 0 one over a network, -1 not known */
     int info_tries;           /* attempts to read UCX's endpoint description */

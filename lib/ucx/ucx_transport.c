@@ -75,6 +75,25 @@ static void list_del(mpccl_ucx_op_t *op)
     op->prev = op->next = NULL;
 }
 
+/* A request that ended because peer's connection broke: the error names the
+ * connection here, in the thread that completes the request (UCX may report
+ * the failure itself on its async thread, whose last error nobody reads).
+ * Logged as a warning once per peer: a GPU communicator's proxy keeps a
+ * dozen or more receives posted to each peer, and each fails alike. */
+static mpccl_status_t peer_failure(mpccl_ucx_tp_t *tp, int peer)
+{
+    mpccl_ucx_peer_t *p = &tp->peers[peer];
+    if (!__atomic_exchange_n(&p->warned, 1, __ATOMIC_RELAXED)) /* UCX's async thread may report it too */
+        return mpccl_fail(MPCCL_ERR_REMOTE, "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank,
+                          peer, ucs_status_string(p->fail_status));
+    char msg[160];
+    snprintf(msg, sizeof(msg), "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank, peer,
+             ucs_status_string(p->fail_status));
+    mpccl_record_error(msg);
+    MPCCL_INFO(MPCCL_SUB_NET, "%s (again)", msg);
+    return MPCCL_ERR_REMOTE;
+}
+
 /* Records the first failure seen on a connection; later requests on it end in
  * MPCCL_ERR_REMOTE without repeating the message. */
 static void peer_failed(mpccl_ucx_tp_t *tp, int peer, ucs_status_t st)
@@ -91,20 +110,10 @@ static void peer_failed(mpccl_ucx_tp_t *tp, int peer, ucs_status_t st)
     for (mpccl_ucx_op_t *op = tp->inflight.next; op != &tp->inflight && !stranded; op = op->next)
         stranded = op->peer == peer;
     if (stranded)
-        mpccl_fail(MPCCL_ERR_REMOTE, "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank, peer,
-                   ucs_status_string(st));
+        (void)peer_failure(tp, peer);
     else
         MPCCL_INFO(MPCCL_SUB_NET, "UCX connection from rank %d to rank %d closed: %s (nothing in flight)",
                    tp->pub.rank, peer, ucs_status_string(st));
-}
-
-/* A request that ended because peer's connection broke: the error names the
- * connection here, in the thread that completes the request (UCX may report
- * the failure itself on its async thread, whose last error nobody reads). */
-static mpccl_status_t peer_failure(mpccl_ucx_tp_t *tp, int peer)
-{
-    return mpccl_fail(MPCCL_ERR_REMOTE, "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank, peer,
-                      ucs_status_string(tp->peers[peer].fail_status));
 }
 
 static mpccl_status_t map_status(mpccl_ucx_tp_t *tp, int peer, uint64_t tag, size_t bytes,
