@@ -51,6 +51,17 @@ __device__ __forceinline__ int reached(uint32_t value, uint32_t target) { return
 
 __device__ __forceinline__ uint32_t vload(const volatile uint32_t *p) { return *p; }
 
+/* A flag load that orders every later access of this CTA (after its barrier)
+ * behind it at system scope: the acquire half of the message protocol, without
+ * a separate fence.  A system-scope fence costs about 1.6 us on an H100, more
+ * than the load itself (doc/PERFORMANCE.md, 2026-11-27). */
+__device__ __forceinline__ uint32_t acquire_load(const volatile uint32_t *p)
+{
+    uint32_t v;
+    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 enum { ACT_EXIT = -1 };
 
 /* One step in progress.  The window holds the first W unfinished steps in step
@@ -169,12 +180,12 @@ struct engine {
         uint32_t p = *seq, slot = g * K + p % K;
         if (e.st.kind == MPCCL_STEP_SEND) {
             if (!L->tx_slots) bad_link(e.idx, e.st.peer);
-            if (!reached(vload(&L->tx_ack[g]), p + 1u - K)) return false;
+            if (!reached(acquire_load(&L->tx_ack[g]), p + 1u - K)) return false; /* the slot is free */
             sh.dst = L->tx_slots + (size_t)slot * comm->slot_bytes;
             sh.src0 = bufp(e.st.src0_buf, e.st.src0_off + pb + e.prog);
         } else {
             if (!L->rx_slots) bad_link(e.idx, e.st.peer);
-            if (vload(&L->rx_ready[slot]) != p + 1u) return false;
+            if (acquire_load(&L->rx_ready[slot]) != p + 1u) return false; /* the piece is here */
             uint32_t len = vload(&L->rx_len[slot]);
             if (len != n * es) {
                 /* A peer whose communicator was aborted skips its remaining
@@ -194,7 +205,6 @@ struct engine {
             sh.src0 = L->rx_slots + (size_t)slot * comm->slot_bytes;
             sh.dst = bufp(e.st.dst_buf, e.st.dst_off + pb + e.prog);
         }
-        __threadfence_system(); /* acquire: the slot is free / the piece is here */
         sh.n = n;
         sh.piece = p;
         sh.slot = slot;
