@@ -68,11 +68,13 @@ static const char *op_name(int op, int sub)
 {
     static const char *flat_modes[] = {"allreduce (one-shot)", "allreduce (two-shot)", "reduce_scatter", "allgather",
                                        "alltoall", "broadcast", "reduce", "gather", "scatter"};
-    /* a barrier kernel around copy-engine copies: MPCCL_FLAT_NUM_MODES + mode */
-    static const char *by_copies[] = {"", "", "", "allgather (copy engines)", "alltoall (copy engines)",
-                                      "broadcast (copy engines)"};
-    int ce = sub - MPCCL_FLAT_NUM_MODES;
-    if (op == MPCCL_ABORT_OP_FLAT_WIN && ce >= MPCCL_FLAT_ALLGATHER && ce <= MPCCL_FLAT_BROADCAST) return by_copies[ce];
+    if (op == MPCCL_ABORT_OP_FLAT_WIN) /* a barrier kernel around copy-engine copies: MPCCL_FLAT_NUM_MODES + mode */
+        switch (sub - MPCCL_FLAT_NUM_MODES) {
+        case MPCCL_FLAT_ALLGATHER: return "allgather (copy engines)";
+        case MPCCL_FLAT_ALLTOALL: return "alltoall (copy engines)";
+        case MPCCL_FLAT_BROADCAST: return "broadcast (copy engines)";
+        default: break;
+        }
     switch (op) {
     case MPCCL_ABORT_OP_FLAT:
     case MPCCL_ABORT_OP_FLAT_WIN:

@@ -18,7 +18,10 @@
  * connecting): the caller drains after any receive. */
 size_t mpccl_ucx_parse_eager_max(const char *text)
 {
-    if (strstr(text, "wireup")) return 0; /* still connecting: its lanes are provisional */
+    /* Still connecting (its lanes are provisional), or over tcp, whose
+     * endpoints keep their wireup lane: unknown.  Tcp peers are never drained
+     * anyway (mpccl_ucx_parse_lanes_local). */
+    if (strstr(text, "wireup")) return 0;
     const char *line = strstr(text, " tag_send:"); /* not tag_send_nbr: or tag_send_sync: */
     if (!line) return 0;
     const char *end = strchr(line, '\n');
