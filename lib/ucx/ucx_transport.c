@@ -83,12 +83,11 @@ static void list_del(mpccl_ucx_op_t *op)
 static mpccl_status_t peer_failure(mpccl_ucx_tp_t *tp, int peer)
 {
     mpccl_ucx_peer_t *p = &tp->peers[peer];
-    if (!__atomic_exchange_n(&p->warned, 1, __ATOMIC_RELAXED)) /* UCX's async thread may report it too */
-        return mpccl_fail(MPCCL_ERR_REMOTE, "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank,
-                          peer, ucs_status_string(p->fail_status));
     char msg[160];
     snprintf(msg, sizeof(msg), "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank, peer,
              ucs_status_string(p->fail_status));
+    if (!__atomic_exchange_n(&p->warned, 1, __ATOMIC_RELAXED)) /* UCX's async thread may report it too */
+        return mpccl_fail(MPCCL_ERR_REMOTE, "%s", msg);
     mpccl_record_error(msg);
     MPCCL_INFO(MPCCL_SUB_NET, "%s (again)", msg);
     return MPCCL_ERR_REMOTE;
