@@ -27,6 +27,16 @@ static int gpu_memory_expected(void)
     return v && strcmp(v, "auto") == 0 && mpccl_ucx_gdr_nic() != NULL;
 }
 
+/* Whether this UCX takes a transport's settings (TCP_...) through
+ * ucp_config_modify: 1.22 does; 1.13 ignores them and warns at every worker
+ * ("invalid configurations"); the versions between were not checked. */
+static int takes_transport_settings(void)
+{
+    unsigned major, minor, release;
+    ucp_get_version(&major, &minor, &release);
+    return major > 1 || (major == 1 && minor >= 22);
+}
+
 /* UCX setting name (UCX_<name> in the environment) = value, unless the user
  * set it. */
 static void default_setting(ucp_config_t *config, const char *name, const char *value)
@@ -74,8 +84,10 @@ static ucs_status_t try_init(uint64_t features, ucp_context_h *out)
      * at 32 KB), so GPU-direct keeps UCX's choices. */
     if (!gpu_memory_expected()) {
         default_setting(config, "RNDV_THRESH", "64K");
-        default_setting(config, "TCP_TX_SEG_SIZE", "64K");
-        default_setting(config, "TCP_RX_SEG_SIZE", "64K");
+        if (takes_transport_settings()) {
+            default_setting(config, "TCP_TX_SEG_SIZE", "64K");
+            default_setting(config, "TCP_RX_SEG_SIZE", "64K");
+        }
     }
     ucp_params_t params;
     memset(&params, 0, sizeof(params));

@@ -570,6 +570,13 @@ static void two_proc_rank(int rank, int fd, int mode)
         ck_assert_int_eq(r[NSIZES + k].status, MPCCL_OK);
         check_data(rb[k], sizes[k], other, rank, (uint64_t)k);
     }
+    /* mpccl's own UCX default (lib/ucx/ucx_context.c): eager below 64 KB,
+     * unless the user set UCX_RNDV_THRESH or GPU memory may go to UCX.  0:
+     * this UCX describes the endpoint in a form the parser does not know. */
+    size_t em = t->ops->eager_max(t, other);
+    const char *gd = getenv("MPCCL_GPU_DIRECT");
+    if (em && !getenv("UCX_RNDV_THRESH") && !(gd && strcmp(gd, "1") == 0) && mpccl_ucx_gdr_nic() == NULL)
+        ck_assert_msg(em == 65535, "UCX sends up to %zu bytes eagerly, expected 65535 (RNDV_THRESH=64K)", em);
     mpccl_bootstrap_barrier(&bs);
     if (mode == 1 && rank == 1) _exit(0); /* dies without a word */
     if (mode == 1) {
