@@ -13,7 +13,6 @@
 #include "gpu/gpu_cuda_rt.h"
 #include "gpu/gpu_proxy_mem.h"
 #include "ucx/ucx.h"
-#include "util/config.h"
 #include "util/log.h"
 
 /* ---- pinned host memory for the proxy's staging ---- */
@@ -82,31 +81,13 @@ static void device_flush(void *ctx)
                                              cudaFlushGPUDirectRDMAWritesToOwner);
 }
 
-/* What MPCCL_GPU_DIRECT asks for: 0 staging, 1 GPU-direct, 2 automatic (the
- * default, lib/util/config.c: GPU-direct where a NIC of UCX reads and writes
- * GPU memory itself, GPUDirect RDMA). */
-enum { DIRECT_OFF = 0, DIRECT_ON = 1, DIRECT_AUTO = 2 };
-
-static int direct_setting(void)
-{
-    const char *v = mpccl_config_str("GPU_DIRECT");
-    if (v && strcmp(v, "auto") == 0) return DIRECT_AUTO;
-    if (v && strcmp(v, "1") == 0) return DIRECT_ON;
-    if (v && strcmp(v, "0") == 0) return DIRECT_OFF;
-    static int warned;
-    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=%s is not 0, 1 or auto; using 0 (pinned host staging)",
-                   v ? v : "");
-    return DIRECT_OFF;
-}
-
 /* Whether the CTAs' slots go to device memory; why, either way. */
 static int choose_direct(int dev, int *ordered, const char **why)
 {
-    int mode = direct_setting();
-    if (mode == DIRECT_OFF) return *why = "MPCCL_GPU_DIRECT=0", 0;
+    int mode = mpccl_ucx_gpu_direct_setting();
+    if (mode == MPCCL_GPU_DIRECT_OFF) return *why = "MPCCL_GPU_DIRECT=0", 0;
     if (!mpccl_ucx_supports_cuda()) {
-        *why = mode == DIRECT_ON ? "MPCCL_GPU_DIRECT=1, but this UCX reports no CUDA memory support"
+        *why = mode == MPCCL_GPU_DIRECT_ON ? "MPCCL_GPU_DIRECT=1, but this UCX reports no CUDA memory support"
                                  : "MPCCL_GPU_DIRECT=auto, and this UCX reports no CUDA memory support";
         return 0;
     }
@@ -118,7 +99,7 @@ static int choose_direct(int dev, int *ordered, const char **why)
         (void)cudaGetLastError();
         return *why = "the device neither orders nor flushes a NIC's writes", 0;
     }
-    if (mode == DIRECT_ON) {
+    if (mode == MPCCL_GPU_DIRECT_ON) {
         *why = *ordered ? "MPCCL_GPU_DIRECT=1, UCX reports CUDA memory, the device orders a NIC's writes"
                         : "MPCCL_GPU_DIRECT=1, UCX reports CUDA memory, a NIC's writes are flushed before each "
                           "hand-over";

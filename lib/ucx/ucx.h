@@ -40,6 +40,10 @@ const char *mpccl_ucx_gdr_nic(void);
 /* The rule, for one memory domain: UCX component comp registers the memory
  * types reg_mem_types (bits UCS_MEMORY_TYPE_*). */
 int mpccl_ucx_md_is_gdr_nic(const char *comp, uint64_t reg_mem_types);
+/* What MPCCL_GPU_DIRECT asks for (ucx_gdr.c; warns once about a value that
+ * is not 0, 1 or auto, and reads it as 0). */
+enum { MPCCL_GPU_DIRECT_OFF = 0, MPCCL_GPU_DIRECT_ON = 1, MPCCL_GPU_DIRECT_AUTO = 2 };
+int mpccl_ucx_gpu_direct_setting(void);
 
 /* The largest tagged message sent eagerly, read from an endpoint's
  * description (ucp_ep_print_info's "tag_send:" line); 0 when it cannot tell

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "util/config.h"
 #include "util/log.h"
 #include "ucx.h"
 
@@ -22,9 +21,8 @@ static int ctx_cuda;
  * device that reads GPU memory). */
 static int gpu_memory_expected(void)
 {
-    const char *v = mpccl_config_str("GPU_DIRECT");
-    if (v && strcmp(v, "1") == 0) return 1;
-    return v && strcmp(v, "auto") == 0 && mpccl_ucx_gdr_nic() != NULL;
+    int mode = mpccl_ucx_gpu_direct_setting();
+    return mode == MPCCL_GPU_DIRECT_ON || (mode == MPCCL_GPU_DIRECT_AUTO && mpccl_ucx_gdr_nic() != NULL);
 }
 
 /* Whether this UCX takes a transport's settings (TCP_...) through

@@ -11,6 +11,7 @@
 #include <uct/api/uct.h>
 
 #include "ucx.h"
+#include "util/config.h"
 #include "util/log.h"
 
 int mpccl_ucx_md_is_gdr_nic(const char *component, uint64_t reg_mem_types)
@@ -71,4 +72,20 @@ const char *mpccl_ucx_gdr_nic(void)
 {
     pthread_once(&gdr_once, find_gdr_nic);
     return gdr_found ? gdr_md : NULL;
+}
+
+/* 0 staging, 1 GPU-direct, auto (the default, lib/util/config.c): GPU-direct
+ * where a NIC of UCX reads and writes GPU memory itself.  Read by the GPU
+ * proxy's memory choice and by the UCX context's defaults alike. */
+int mpccl_ucx_gpu_direct_setting(void)
+{
+    const char *v = mpccl_config_str("GPU_DIRECT");
+    if (v && strcmp(v, "auto") == 0) return MPCCL_GPU_DIRECT_AUTO;
+    if (v && strcmp(v, "1") == 0) return MPCCL_GPU_DIRECT_ON;
+    if (v && strcmp(v, "0") == 0) return MPCCL_GPU_DIRECT_OFF;
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=%s is not 0, 1 or auto; using 0 (pinned host staging)",
+                   v ? v : "");
+    return MPCCL_GPU_DIRECT_OFF;
 }
