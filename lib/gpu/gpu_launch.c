@@ -73,6 +73,7 @@ void mpccl_gpu_finalize(ncclComm_t comm)
     mpccl_proxy_work_fini(&s->work, 0);
     mpccl_proxy_detach(s->proxy, 0);
     s->proxy = NULL;
+    mpccl_gpu_close_lanes(s, 0);
     /* Remote keys of GPU-direct puts live on the transport's endpoints, which
      * close next (mpccl_comm_finalize). */
     mpccl_os_rma_drop_keys(mpccl_os_remote_rma(s->os_remote));
@@ -140,6 +141,7 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
     mpccl_proxy_work_fini(&s->work, comm->aborting);
     if (s->proxy) mpccl_proxy_detach(s->proxy, force);
     s->proxy = NULL;
+    mpccl_gpu_close_lanes(s, force || comm->aborting);
     mpccl_os_remote_free(s->os_remote); /* the proxy no longer delivers into it */
     s->os_remote = NULL;
     if (comm->aborting) {
@@ -271,6 +273,14 @@ static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const m
      * mailboxes were sized and measured that way (the split is the host's). */
     mpccl_plan_params_t params = comm->params;
     params.split_shares = 0;
+    /* Where every peer is on another node, a ring's chunk fills a pair's
+     * mailbox (every slot of every CTA): over TCP 512 KB chunks moved an
+     * all_gather's pieces a quarter full, at 0.55-0.6x send/recv's rate
+     * (doc/PERFORMANCE.md, 2026-11-27). */
+    if (comm->topo.nnodes > 1 && comm->topo.nnodes == comm->nranks) {
+        uint64_t fill = (uint64_t)s->g->nslots * s->g->slot_bytes;
+        if (params.chunk_bytes < fill) params.chunk_bytes = fill;
+    }
     mpccl_status_t st = mpccl_plan(&comm->topo, d, &params, &e->sched);
     if (st == MPCCL_OK) {
         mpccl_inout_t io;

@@ -1,13 +1,11 @@
-/* The GPU proxy thread (see gpu_proxy.h): moves pieces between host staging slots
- * shared with the device engine and the transport.  Compiles without CUDA: the
- * staging memory comes from the caller's allocator. */
+/* The GPU proxy (see gpu_proxy.h): moves pieces between host staging slots
+ * shared with the device engine and the transport, one pass over one
+ * communicator's lane at a time (the threads: gpu_proxy_thread.c).  Compiles
+ * without CUDA: the staging memory comes from the caller's allocator. */
 #define _GNU_SOURCE
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/lsan_interface.h>
 #endif
-#include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,48 +18,6 @@
 #ifndef MPCCL_REQ_HAS_BYTES
 #error "the proxy needs the received length of each piece (mpccl_req_t.bytes) for rx_len"
 #endif
-
-/* The process-wide thread and the list of communicators it serves.  life
- * serializes starting and stopping the thread (never taken by the thread);
- * lock guards the list and the detach handshake (held only briefly). */
-static struct {
-    pthread_mutex_t life;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    mpccl_proxy_comm_t *list;
-    unsigned gen; /* bumped on every list change; read atomically by the thread */
-    int stop;
-    int running;
-    pthread_t thread;
-} P = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
-
-/* MPCCL_PROXY_SPIN_US (busy polling after the last activity), MPCCL_PROXY_YIELD_US
- * (then sched_yield polling), MPCCL_PROXY_SLEEP_US (then, while posted work is
- * unfinished, sleeps doubling from 1 us up to this; with none, a sleep until
- * woken): lib/util/config.c. */
-typedef struct proxy_settings {
-    int64_t spin_ns, yield_ns, sleep_ns;
-} proxy_settings_t;
-
-static int64_t setting_us(const char *name, int64_t def)
-{
-    int64_t x = mpccl_config_int(name);
-    return (x >= 0 && x <= 1000000) ? x : def;
-}
-
-static proxy_settings_t settings(void)
-{
-    proxy_settings_t s = {setting_us("PROXY_SPIN_US", 20) * 1000, setting_us("PROXY_YIELD_US", 500) * 1000,
-                          setting_us("PROXY_SLEEP_US", 100) * 1000};
-    return s;
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- serving one communicator (proxy thread only) ---- */
 
@@ -136,6 +92,7 @@ static int start(mpccl_proxy_comm_t *pc)
     pc->started = 1;
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
+            if (!chan_served(pc, g)) continue;
             proxy_chan_t *c = &pc->peers[k].chan[g];
             for (uint32_t p = 0; p < chan_slots(pc, g); p++)
                 if (post_recv(pc, &pc->peers[k], g, p) < 0) return 1;
@@ -232,7 +189,7 @@ static int os_rma_chan(mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, uint32_t 
     return g == pc->nctas && pe->os_tx_dev && __atomic_load_n(&pc->os_rma, __ATOMIC_ACQUIRE);
 }
 
-static int serve(mpccl_proxy_comm_t *pc)
+int mpccl_proxy_serve(mpccl_proxy_comm_t *pc)
 {
     if (pc->failed) return 0;
     if (pc->slots && pc->alloc.bind) pc->alloc.bind(pc->alloc.ctx);
@@ -241,6 +198,7 @@ static int serve(mpccl_proxy_comm_t *pc)
     if (pc->t->ops->progress(pc->t) > 0) act++;
     for (int k = 0; k < pc->npeers && !pc->failed; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan && !pc->failed; g++) {
+            if (!chan_served(pc, g)) continue;
             act += os_rma_chan(pc, &pc->peers[k], g) ? mpccl_proxy_serve_os_rma(pc, &pc->peers[k])
                                                      : serve_tx(pc, &pc->peers[k], g);
             act += serve_rx(pc, &pc->peers[k], g);
@@ -257,6 +215,7 @@ static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
     int n = 0;
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
+            if (!chan_served(pc, g)) continue;
             proxy_peer_t *pe = &pc->peers[k];
             proxy_chan_t *c = &pe->chan[g];
             uint32_t first = sends ? c->tx_done : c->rx_pub, end = sends ? c->tx_next : c->rx_posted;
@@ -272,31 +231,19 @@ static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
     return n;
 }
 
-static void finish_detach(mpccl_proxy_comm_t *pc)
-{
-    pthread_mutex_lock(&P.lock);
-    mpccl_proxy_comm_t **pp = &P.list;
-    while (*pp && *pp != pc) pp = &(*pp)->next;
-    if (*pp) *pp = pc->next;
-    __atomic_add_fetch(&P.gen, 1, __ATOMIC_ACQ_REL);
-    pc->detached = 1;
-    pthread_cond_broadcast(&P.cv);
-    pthread_mutex_unlock(&P.lock);
-}
-
 /* Non-blocking, called once per pass: flush (bounded) drains the sends first;
  * then every receive is cancelled; memory a request still holds is leaked. */
-static int detach_step(mpccl_proxy_comm_t *pc, int mode)
+int mpccl_proxy_detach_step(mpccl_proxy_comm_t *pc, int mode)
 {
     mpccl_transport_t *t = pc->t;
     if (pc->slots && pc->alloc.bind) pc->alloc.bind(pc->alloc.ctx);
     if (!pc->started) {
-        finish_detach(pc);
+        mpccl_proxy_thread_leave(pc);
         return 1;
     }
     if (pc->detach_phase == 0) {
         int64_t ms = mode == DETACH_FORCE ? 0 : mpccl_config_int("UCX_CLOSE_TIMEOUT");
-        pc->deadline = now_ns() + ms * 1000000;
+        pc->deadline = mpccl_proxy_now_ns() + ms * 1000000;
         pc->detach_phase = 1;
     }
     if (pc->detach_phase == 1) {
@@ -304,10 +251,11 @@ static int detach_step(mpccl_proxy_comm_t *pc, int mode)
          * on its stream once its data is staged, before the proxy sent it. */
         for (int k = 0; mode != DETACH_FORCE && k < pc->npeers && !pc->failed; k++)
             for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan && !pc->failed; g++)
-                if (os_rma_chan(pc, &pc->peers[k], g)) mpccl_proxy_serve_os_rma(pc, &pc->peers[k]);
+                if (!chan_served(pc, g)) continue;
+                else if (os_rma_chan(pc, &pc->peers[k], g)) mpccl_proxy_serve_os_rma(pc, &pc->peers[k]);
                 else serve_tx(pc, &pc->peers[k], g);
         t->ops->progress(t);
-        if (in_flight(pc, 1, 0) > 0 && now_ns() < pc->deadline) return 1;
+        if (in_flight(pc, 1, 0) > 0 && mpccl_proxy_now_ns() < pc->deadline) return 1;
         /* A cancelled send is detached from us, but UCX may still read the slot. */
         if (in_flight(pc, 1, 1) > 0) {
             pc->leak = 1;
@@ -319,7 +267,7 @@ static int detach_step(mpccl_proxy_comm_t *pc, int mode)
     }
     t->ops->progress(t);
     int pending = in_flight(pc, 0, 0);
-    if (pending > 0 && now_ns() < pc->deadline) return 1;
+    if (pending > 0 && mpccl_proxy_now_ns() < pc->deadline) return 1;
     if (pending > 0) {
         /* Matched receives UCX would not cancel: it will write into the slots
          * and the requests, so neither may be freed. */
@@ -327,18 +275,18 @@ static int detach_step(mpccl_proxy_comm_t *pc, int mode)
         MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d: %d receives still in flight at detach; their "
                    "staging stays allocated", pc->rank, pending);
     }
-    finish_detach(pc);
+    mpccl_proxy_thread_leave(pc);
     return 1;
 }
 
-/* ---- the thread ---- */
+/* ---- what the lane's thread asks ---- */
 
 /* Whether pc needs the thread awake: work posted and unfinished, sends in
  * flight or raised, pieces handed over but not yet acknowledged on the
  * one-sided channel (its acks come from delivery kernels), receives to
  * re-post.  Pieces waiting for a kernel not yet launched need nothing: that
  * launch posts work. */
-static int has_work(mpccl_proxy_comm_t *pc)
+int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc)
 {
     if (__atomic_load_n(&pc->detach_req, __ATOMIC_SEQ_CST) != DETACH_NONE) return 1;
     if (__atomic_load_n(&pc->call_fn, __ATOMIC_SEQ_CST) && !pc->call_done) return 1;
@@ -349,6 +297,7 @@ static int has_work(mpccl_proxy_comm_t *pc)
     __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernels' flags after their done count */
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
+            if (!chan_served(pc, g)) continue;
             proxy_peer_t *pe = &pc->peers[k];
             proxy_chan_t *c = &pe->chan[g];
             uint32_t K = chan_slots(pc, g), ack = pe->rx_ack[peer_chan(pe, g)];
@@ -359,148 +308,6 @@ static int has_work(mpccl_proxy_comm_t *pc)
             if (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) return 1;
         }
     return 0;
-}
-
-/* Spin, then yield, then sleep: with posted work unfinished, a doubling
- * interval (kernel flags in host memory cannot wake us, so the cap bounds
- * latency); with none, until a user thread posts work or a transport has
- * traffic (gpu_proxy_wake.h).
- *
- * A transport's event fd can stay readable with nothing for progress to do
- * (seen with UCX: a timerfd of a connection whose peer never progressed its
- * worker).  So a wake that finds nothing goes back to sleep at once, and after
- * QUIET_WAKES such wakes in a row the transports' fds are left out: the proxy
- * then sleeps on its eventfd alone, for a doubling time up to QUIET_MAX_NS,
- * so unannounced arrivals are seen within that; any activity ends it. */
-#define QUIET_WAKES 4
-#define QUIET_MAX_NS 100000000LL
-
-typedef struct backoff {
-    proxy_settings_t cfg;
-    int64_t idle_since; /* 0: active */
-    int64_t sleep_ns;
-    int quiet_wakes;    /* wakes in a row that found nothing */
-    struct pollfd *fds; /* one per communicator, and the eventfd */
-    size_t nfds;
-} backoff_t;
-
-/* Sleeps until woken; returns early (0) when the re-check finds work. */
-static int sleep_until_woken(backoff_t *b, mpccl_proxy_comm_t **snap, size_t nsnap, unsigned seen)
-{
-    if (b->nfds < nsnap + 1) {
-        struct pollfd *f = realloc(b->fds, (nsnap + 1) * sizeof(*f));
-        if (f == NULL) return 0; /* keep polling */
-        b->fds = f;
-        b->nfds = nsnap + 1;
-    }
-    mpccl_proxy_sleep_announce();
-    int n = 0, quiet = b->quiet_wakes >= QUIET_WAKES;
-    int64_t timeout = -1;
-    if (quiet) {
-        int shift = b->quiet_wakes - QUIET_WAKES;
-        timeout = shift < 20 && (1000000LL << shift) < QUIET_MAX_NS ? 1000000LL << shift : QUIET_MAX_NS;
-    }
-    for (size_t i = 0; i < nsnap; i++) {
-        mpccl_proxy_comm_t *pc = snap[i];
-        if (has_work(pc)) goto busy;
-        if (pc->failed || quiet) continue;
-        int fd = pc->t->ops->arm ? pc->t->ops->arm(pc->t) : MPCCL_ARM_NONE;
-        if (fd == MPCCL_ARM_BUSY) goto busy;
-        if (fd == MPCCL_ARM_NONE) timeout = b->cfg.sleep_ns > 0 ? b->cfg.sleep_ns : 1000; /* cannot be told: poll */
-        else b->fds[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
-    }
-    if (__atomic_load_n(&P.gen, __ATOMIC_SEQ_CST) != seen) goto busy;
-    mpccl_proxy_sleep(b->fds, n, timeout);
-    return 1;
-busy:
-    mpccl_proxy_sleep_cancel();
-    return 0;
-}
-
-static void backoff(backoff_t *b, int act, mpccl_proxy_comm_t **snap, size_t nsnap, unsigned seen)
-{
-    if (act) {
-        b->idle_since = 0;
-        b->sleep_ns = 0;
-        b->quiet_wakes = 0;
-        return;
-    }
-    int64_t now = now_ns();
-    if (b->idle_since == 0) b->idle_since = now;
-    int64_t idle = now - b->idle_since;
-    if (idle < b->cfg.spin_ns) return;
-    if (idle < b->cfg.spin_ns + b->cfg.yield_ns || b->cfg.sleep_ns == 0) {
-        sched_yield();
-        return;
-    }
-    int work = 0;
-    for (size_t i = 0; i < nsnap && !work; i++) work = has_work(snap[i]);
-    if (!work) {
-        if (!sleep_until_woken(b, snap, nsnap, seen)) return;
-        b->quiet_wakes++; /* until a pass finds something */
-        for (size_t i = 0; i < nsnap && !work; i++) work = has_work(snap[i]);
-        if (work) b->idle_since = 0; /* work posted: spin for it; else sleep again at once */
-        return;
-    }
-    b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : 1000;
-    if (b->sleep_ns > b->cfg.sleep_ns) b->sleep_ns = b->cfg.sleep_ns;
-    struct timespec ts = {(time_t)(b->sleep_ns / 1000000000), (long)(b->sleep_ns % 1000000000)};
-    nanosleep(&ts, NULL);
-}
-
-/* A call a user thread asked for (mpccl_proxy_run), on this thread. */
-static int run_call(mpccl_proxy_comm_t *pc)
-{
-    int (*fn)(void *) = __atomic_load_n(&pc->call_fn, __ATOMIC_ACQUIRE);
-    if (fn == NULL || pc->call_done) return 0;
-    if (pc->slots && pc->alloc.bind) pc->alloc.bind(pc->alloc.ctx);
-    int r = fn(pc->call_arg);
-    pthread_mutex_lock(&P.lock);
-    pc->call_ret = r;
-    pc->call_done = 1;
-    pthread_cond_broadcast(&P.cv);
-    pthread_mutex_unlock(&P.lock);
-    return 1;
-}
-
-static void *proxy_main(void *arg)
-{
-    (void)arg;
-    mpccl_proxy_comm_t **snap = NULL;
-    size_t nsnap = 0, cap = 0;
-    unsigned seen = __atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) - 1;
-    backoff_t b = {settings(), 0, 0, 0, NULL, 0};
-    for (;;) {
-        if (__atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) != seen) {
-            pthread_mutex_lock(&P.lock);
-            seen = P.gen;
-            int stop = P.stop;
-            nsnap = 0;
-            for (mpccl_proxy_comm_t *pc = P.list; pc && !stop; pc = pc->next) {
-                if (nsnap == cap) {
-                    size_t nc = cap ? 2 * cap : 16;
-                    mpccl_proxy_comm_t **ns = realloc(snap, nc * sizeof(*ns));
-                    if (ns == NULL) break; /* serve those we have; retried next change */
-                    snap = ns;
-                    cap = nc;
-                }
-                snap[nsnap++] = pc;
-            }
-            pthread_mutex_unlock(&P.lock);
-            if (stop) break;
-        }
-        int act = 0;
-        for (size_t i = 0; i < nsnap; i++) {
-            mpccl_proxy_comm_t *pc = snap[i];
-            act += run_call(pc);
-            int mode = __atomic_load_n(&pc->detach_req, __ATOMIC_ACQUIRE);
-            act += mode != DETACH_NONE ? detach_step(pc, mode) : serve(pc);
-        }
-        backoff(&b, act, snap, nsnap, seen);
-    }
-    free(b.fds);
-    free(snap);
-    return NULL;
 }
 
 /* ---- attach / detach (user threads) ---- */
@@ -550,6 +357,8 @@ static mpccl_status_t open_regions(mpccl_proxy_comm_t *pc)
     return MPCCL_OK;
 }
 
+/* A lane that shares its leader's staging (pc->lead) never frees it; where
+ * its transport may still touch it, the leader keeps it too. */
 static void free_pc(mpccl_proxy_comm_t *pc)
 {
     if (pc->leak == 0) {
@@ -561,8 +370,10 @@ static void free_pc(mpccl_proxy_comm_t *pc)
         if (pc->stage_region) __lsan_ignore_object(pc->stage_region);
 #endif
     }
-    if (pc->mem && pc->leak == 0) pc->alloc.free(pc->alloc.ctx, pc->mem);
-    if (pc->slots && pc->leak == 0) pc->alloc.free_slots(pc->alloc.ctx, pc->slots);
+    if (pc->lead && pc->leak) pc->lead->keep_staging = 1;
+    int owner = pc->lead == NULL && pc->leak == 0 && !pc->keep_staging;
+    if (pc->mem && owner) pc->alloc.free(pc->alloc.ctx, pc->mem);
+    if (pc->slots && owner) pc->alloc.free_slots(pc->alloc.ctx, pc->slots);
     if (pc->leak == 2) return; /* the transport may still complete these requests */
     free(pc->reqs);
     free(pc->sig_reqs);
@@ -571,22 +382,43 @@ static void free_pc(mpccl_proxy_comm_t *pc)
     free(pc);
 }
 
-mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
-                                  const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
-                                  uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
-                                  mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
-                                  mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out)
+/* The staging of every remote peer, the done counts after it, and (split)
+ * the CTAs' slots: allocated by the leader, shared by the other lanes. */
+static mpccl_status_t alloc_staging(mpccl_proxy_comm_t *pc, const mpccl_proxy_alloc_t *alloc)
 {
-    MPCCL_CHECK(check_args(t, rank, nranks, is_remote, nctas, nslots, slot_bytes, alloc, links, out));
-    if (os && (os->deliver == NULL || os_links == NULL))
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: the one-sided channel needs deliver and os_links");
-    for (int i = 0; i < nranks && os == NULL; i++)
-        if (is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY)
-            return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d is to be served for one-sided "
-                              "operations only, but there is no one-sided channel", i);
+    size_t done_off = pc->mem_bytes;
+    pc->mem_bytes += 128 * MPCCL_PROXY_WORK_KINDS; /* the done counts, on lines of their own */
+    MPCCL_CHECK(alloc->alloc(alloc->ctx, pc->mem_bytes, &pc->mem, &pc->mem_dev));
+    memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++) {
+        pc->done[k] = (volatile uint32_t *)((char *)pc->mem + done_off + 128 * k);
+        pc->done_dev[k] = (uint32_t *)((char *)pc->mem_dev + done_off + 128 * k);
+    }
+    if (pc->slots_bytes) MPCCL_CHECK(alloc->alloc_slots(alloc->ctx, pc->slots_bytes, &pc->slots));
+    return MPCCL_OK;
+}
+
+static void share_staging(mpccl_proxy_comm_t *pc, const mpccl_proxy_comm_t *lead)
+{
+    pc->mem = lead->mem;
+    pc->mem_dev = lead->mem_dev;
+    pc->mem_bytes = lead->mem_bytes;
+    pc->slots = lead->slots;
+    pc->slots_bytes = lead->slots_bytes;
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++) {
+        pc->done[k] = lead->done[k];
+        pc->done_dev[k] = lead->done_dev[k];
+    }
+}
+
+/* One lane of a communicator: lead == NULL for lane 0, which allocates the
+ * staging and fills the device links; the others share both. */
+static mpccl_status_t attach_lane(mpccl_transport_t *t, uint32_t lane, uint32_t nlanes, mpccl_proxy_comm_t *lead,
+                                  int rank, int nranks, const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
+                                  uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc, mpccl_dev_link_t *links,
+                                  const mpccl_proxy_os_t *os, mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out)
+{
     uint32_t os_nslots = os ? (os->nslots ? os->nslots : nslots) : 0;
-    if (os && (os_nslots & (os_nslots - 1)) != 0)
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: os->nslots = %u, expected a power of two", os_nslots);
     mpccl_status_t st = MPCCL_OK;
     int npeers = 0;
     for (int i = 0; i < nranks; i++) npeers += is_remote[i] != 0;
@@ -607,6 +439,9 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
         return mpccl_fail(MPCCL_ERR_SYSTEM, "proxy attach: out of memory for %d remote peers", npeers);
     }
     pc->t = t;
+    pc->lane = lane;
+    pc->nlanes = nlanes;
+    pc->lead = lead;
     pc->rank = rank;
     pc->nctas = nctas;
     pc->nchan = nchan;
@@ -618,68 +453,41 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
     pc->alloc = *alloc;
     pc->npeers = npeers;
     if (npeers > 0) {
-        void *dev = NULL;
         for (int i = 0; i < nranks; i++)
             if (is_remote[i]) {
                 int os_only = is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY;
                 pc->mem_bytes += os_only ? l_os.bytes : l.bytes;
                 pc->slots_bytes += os_only ? 0 : l.dev_bytes;
             }
-        size_t done_off = pc->mem_bytes;
-        pc->mem_bytes += 128 * MPCCL_PROXY_WORK_KINDS; /* the done counts, on lines of their own */
-        MPCCL_CHECK_GOTO(alloc->alloc(alloc->ctx, pc->mem_bytes, &pc->mem, &dev), st, fail);
-        memset(pc->mem, 0, pc->mem_bytes); /* ready/len/ack start at 0 */
-        for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++) {
-            pc->done[k] = (volatile uint32_t *)((char *)pc->mem + done_off + 128 * k);
-            pc->done_dev[k] = (uint32_t *)((char *)dev + done_off + 128 * k);
-        }
-        if (pc->slots_bytes) MPCCL_CHECK_GOTO(alloc->alloc_slots(alloc->ctx, pc->slots_bytes, &pc->slots), st, fail);
+        if (lead) share_staging(pc, lead);
+        else MPCCL_CHECK_GOTO(alloc_staging(pc, alloc), st, fail);
         MPCCL_CHECK_GOTO(open_regions(pc), st, fail);
         size_t off = 0, soff = 0;
         for (int i = 0, k = 0; i < nranks; i++)
             if (is_remote[i]) {
-                /* A one-sided-only peer keeps the engine's link it has. */
-                mpccl_dev_link_t unused;
+                /* A one-sided-only peer keeps the engine's link it has; the
+                 * device links are the leader's to fill. */
+                mpccl_dev_link_t unused, unused_os;
                 int os_only = is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY;
                 proxy_peer_t *pe = &pc->peers[k];
                 pe->rank = i;
                 pe->first_chan = os_only ? nctas : 0;
                 pe->first_slot = os_only ? (size_t)nctas * nslots : 0;
                 pe->sig_req = pc->sig_reqs + (size_t)k * os_nslots;
-                mpccl_proxy_set_views(pc, pe, k, off, pc->mem, dev, soff, os_only ? &l_os : &l, os_only ? &unused : &links[i],
-                          os ? &os_links[i] : NULL);
+                mpccl_proxy_set_views(pc, pe, k, off, pc->mem, pc->mem_dev, soff, os_only ? &l_os : &l,
+                                      os_only || lead ? &unused : &links[i],
+                                      os ? (lead ? &unused_os : &os_links[i]) : NULL);
                 off += os_only ? l_os.bytes : l.bytes;
                 soff += os_only ? 0 : l.dev_bytes;
                 k++;
             }
     }
-    MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d attached: %d remote peers, %u CTAs%s x %u slots x %u bytes, "
-               "%zu bytes of staging, %zu bytes of device slots%s", rank, npeers, nctas, os ? " + one-sided" : "",
-               nslots, slot_bytes, pc->mem_bytes, pc->slots_bytes,
-               pc->slots ? " (the transport reads and writes them directly)" : "");
-    if (npeers == 0) { /* nothing to serve: the thread is not needed */
-        *out = pc;
-        return MPCCL_OK;
-    }
-    MPCCL_CHECK_GOTO(mpccl_proxy_wake_init(), st, fail);
-    pthread_mutex_lock(&P.life);
-    if (!P.running) {
-        P.stop = 0;
-        int e = pthread_create(&P.thread, NULL, proxy_main, NULL);
-        if (e != 0) {
-            pthread_mutex_unlock(&P.life);
-            st = mpccl_fail(MPCCL_ERR_SYSTEM, "proxy: cannot start the progress thread: %s", strerror(e));
-            goto fail;
-        }
-        P.running = 1;
-    }
-    pthread_mutex_lock(&P.lock);
-    pc->next = P.list;
-    P.list = pc;
-    __atomic_add_fetch(&P.gen, 1, __ATOMIC_SEQ_CST);
-    pthread_mutex_unlock(&P.lock);
-    mpccl_proxy_wake();
-    pthread_mutex_unlock(&P.life);
+    if (lane == 0)
+        MPCCL_INFO(MPCCL_SUB_NET, "proxy: rank %d attached: %d remote peers, %u CTAs%s x %u slots x %u bytes, "
+                   "%zu bytes of staging, %zu bytes of device slots%s, %u lane(s)", rank, npeers, nctas,
+                   os ? " + one-sided" : "", nslots, slot_bytes, pc->mem_bytes, pc->slots_bytes,
+                   pc->slots ? " (the transport reads and writes them directly)" : "", nlanes);
+    if (npeers > 0) MPCCL_CHECK_GOTO(mpccl_proxy_thread_add(pc), st, fail); /* none: no thread needed */
     *out = pc;
     return MPCCL_OK;
 fail:
@@ -687,62 +495,69 @@ fail:
     return st;
 }
 
+mpccl_status_t mpccl_proxy_attach_lanes(mpccl_transport_t *const *lanes, int nlanes, int rank, int nranks,
+                                        const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
+                                        uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
+                                        mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
+                                        mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out)
+{
+    if (lanes == NULL || nlanes < 1 || nlanes > MPCCL_PROXY_MAX_LANES)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: %d lanes, expected 1..%d", nlanes,
+                          MPCCL_PROXY_MAX_LANES);
+    for (int l = 0; l < nlanes; l++)
+        MPCCL_CHECK(check_args(lanes[l], rank, nranks, is_remote, nctas, nslots, slot_bytes, alloc, links, out));
+    if (os && (os->deliver == NULL || os_links == NULL))
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: the one-sided channel needs deliver and os_links");
+    for (int i = 0; i < nranks && os == NULL; i++)
+        if (is_remote[i] == MPCCL_PROXY_ONESIDED_ONLY)
+            return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: rank %d is to be served for one-sided "
+                              "operations only, but there is no one-sided channel", i);
+    uint32_t os_nslots = os ? (os->nslots ? os->nslots : nslots) : 0;
+    if (os && (os_nslots & (os_nslots - 1)) != 0)
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "proxy attach: os->nslots = %u, expected a power of two", os_nslots);
+    if ((uint32_t)nlanes > nctas) nlanes = (int)nctas; /* a lane serves at least one CTA's channels */
+    mpccl_proxy_comm_t *lead = NULL;
+    MPCCL_CHECK(attach_lane(lanes[0], 0, (uint32_t)nlanes, NULL, rank, nranks, is_remote, nctas, nslots, slot_bytes,
+                            alloc, links, os, os_links, &lead));
+    mpccl_proxy_comm_t **tail = &lead->lanes_next;
+    for (int l = 1; l < nlanes; l++) {
+        mpccl_status_t st = attach_lane(lanes[l], (uint32_t)l, (uint32_t)nlanes, lead, rank, nranks, is_remote,
+                                        nctas, nslots, slot_bytes, alloc, links, os, os_links, tail);
+        if (st != MPCCL_OK) {
+            mpccl_proxy_detach(lead, 1);
+            return st;
+        }
+        tail = &(*tail)->lanes_next;
+    }
+    *out = lead;
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks, const uint8_t *is_remote,
+                                  uint32_t nctas, uint32_t nslots, uint32_t slot_bytes,
+                                  const mpccl_proxy_alloc_t *alloc, mpccl_dev_link_t *links,
+                                  const mpccl_proxy_os_t *os, mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out)
+{
+    return mpccl_proxy_attach_lanes(&t, 1, rank, nranks, is_remote, nctas, nslots, slot_bytes, alloc, links, os,
+                                    os_links, out);
+}
+
 void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
 {
     if (pc == NULL) return;
-    if (pc->npeers == 0) {
-        free_pc(pc);
-        return;
-    }
-    /* Not under life: communicators detaching at once wait side by side. */
-    pthread_mutex_lock(&P.lock);
-    __atomic_store_n(&pc->detach_req, force ? DETACH_FORCE : DETACH_FLUSH, __ATOMIC_SEQ_CST);
-    mpccl_proxy_wake();
-    while (!pc->detached) pthread_cond_wait(&P.cv, &P.lock);
-    pthread_mutex_unlock(&P.lock);
-    free_pc(pc);
-    /* The last one out stops the thread, unless an attach came in between. */
-    pthread_mutex_lock(&P.life);
-    pthread_mutex_lock(&P.lock);
-    int last = P.running && P.list == NULL;
-    if (last) {
-        P.stop = 1;
-        __atomic_add_fetch(&P.gen, 1, __ATOMIC_SEQ_CST);
-    }
-    pthread_mutex_unlock(&P.lock);
-    if (last) mpccl_proxy_wake();
-    if (last) {
-        pthread_join(P.thread, NULL);
-        P.running = 0;
-    }
-    pthread_mutex_unlock(&P.life);
-}
-
-int mpccl_proxy_run(mpccl_proxy_comm_t *pc, int (*fn)(void *), void *arg)
-{
-    if (pc == NULL || fn == NULL) return -1;
-    if (pc->npeers == 0) return fn(arg); /* no thread: nobody else drives the transport */
-    pthread_mutex_lock(&P.lock);
-    while (pc->call_fn && !pc->detached) pthread_cond_wait(&P.cv, &P.lock); /* one call at a time */
-    int r = -1;
-    if (!pc->detached) {
-        pc->call_arg = arg;
-        pc->call_done = 0;
-        __atomic_store_n(&pc->call_fn, fn, __ATOMIC_SEQ_CST);
-        mpccl_proxy_wake();
-        while (!pc->call_done && !pc->detached) pthread_cond_wait(&P.cv, &P.lock);
-        r = pc->call_done ? pc->call_ret : -1;
-        __atomic_store_n(&pc->call_fn, NULL, __ATOMIC_SEQ_CST);
-        pthread_cond_broadcast(&P.cv);
-    }
-    pthread_mutex_unlock(&P.lock);
-    return r;
+    mpccl_proxy_comm_t *all[MPCCL_PROXY_MAX_LANES];
+    int n = 0;
+    for (mpccl_proxy_comm_t *x = pc; x && n < MPCCL_PROXY_MAX_LANES; x = x->lanes_next) all[n++] = x;
+    /* No remote peers: no thread serves pc.  Else not under a lock:
+     * communicators detaching at once wait side by side. */
+    if (pc->npeers > 0) mpccl_proxy_thread_detach(all, n, force);
+    for (int i = n - 1; i >= 0; i--) free_pc(all[i]); /* the leader last: the others share its staging */
 }
 
 void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches)
 {
     if (pc == NULL || pc->npeers == 0 || kind < 0 || kind >= MPCCL_PROXY_WORK_KINDS) return;
-    __atomic_add_fetch(&pc->posted[kind], launches, __ATOMIC_SEQ_CST);
+    for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) __atomic_add_fetch(&x->posted[kind], launches, __ATOMIC_SEQ_CST);
     mpccl_proxy_wake();
 }
 
@@ -755,5 +570,9 @@ uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volat
 
 mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc)
 {
-    return pc ? __atomic_load_n(&pc->error, __ATOMIC_ACQUIRE) : MPCCL_OK;
+    for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) {
+        mpccl_status_t st = __atomic_load_n(&x->error, __ATOMIC_ACQUIRE);
+        if (st != MPCCL_OK) return st;
+    }
+    return MPCCL_OK;
 }

@@ -1,5 +1,6 @@
-/* The GPU proxy: one progress thread per process that carries the device
- * engine's messages to peers on other nodes (link kind MPCCL_LINK_PROXY, see
+/* The GPU proxy: progress threads (one per lane, shared by the process's
+ * communicators) that carry the device engine's messages to peers on other
+ * nodes (link kind MPCCL_LINK_PROXY, see
  * doc/GPU_DESIGN.md and lib/kernels/devplan.h).
  *
  * For each remote peer and CTA g the proxy owns staging memory that both the
@@ -15,6 +16,13 @@
  * mpccl_proxy_detach returns.  The caller must not drive the same transport
  * from another thread in between (GPU communicators use it only through the
  * proxy; the host engine is not used on them).
+ *
+ * Lanes: a communicator may be served through several transports (each its
+ * own UCX worker and connections), each driven by its own thread: CTA g's
+ * channels go through lane g % nlanes, the one-sided channel through lane 0.
+ * Over TCP one connection and one thread copying bytes cap a peer's traffic
+ * (ucx_perftest over loopback: 4.6 GB/s with one pair, 19 GB/s with four side
+ * by side); lanes multiply it.  Both ends must use the same number of lanes.
  *
  * Tags: mpccl_proxy_tag (core/tags.h, the one bit layout of every tag): the
  * sender's rank, bits 39..38 = 3 (reserved for the proxy), the CTA g, the piece.
@@ -137,6 +145,15 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                                   uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
                                   mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
                                   mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out);
+/* The same over nlanes transports (1..MPCCL_PROXY_MAX_LANES, gpu_proxy_wake.h;
+ * more than nctas are not used): lanes[0] carries the one-sided channel and
+ * is the one mpccl_proxy_run calls on.  The returned pc stands for every lane
+ * (post, error, detach). */
+mpccl_status_t mpccl_proxy_attach_lanes(mpccl_transport_t *const *lanes, int nlanes, int rank, int nranks,
+                                        const uint8_t *is_remote, uint32_t nctas, uint32_t nslots,
+                                        uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
+                                        mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
+                                        mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out);
 
 /* GPU-direct one-sided puts to the MPCCL_PROXY_REMOTE peers: instead of
  * sending each raised piece for the target's proxy to deliver, the proxy puts
@@ -148,7 +165,7 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
  * changes nothing) where not.  on = 1 asks for it: call before the first put, every peer alike. */
 int mpccl_proxy_os_rma(mpccl_proxy_comm_t *pc, int on);
 
-/* Runs fn(arg) on the proxy thread, which owns pc's transport (a remote key
+/* Runs fn(arg) on the proxy thread of lane 0, which owns pc's transport (a remote key
  * must be unpacked on its endpoints there), at its next pass, and returns
  * fn's result once it ran; -1 when pc detached first.  A user thread's call;
  * fn must not wait for the device (the proxy serves nothing meanwhile). */

@@ -1,5 +1,6 @@
-/* The proxy's private state, shared by its sources (gpu_proxy.c: the thread and
- * attach/detach; gpu_proxy_staging.c: the staging layout).  Nothing else includes it. */
+/* The proxy's private state, shared by its sources (gpu_proxy.c: serving a
+ * communicator, attach/detach; gpu_proxy_thread.c: the threads;
+ * gpu_proxy_staging.c: the staging layout).  Nothing else includes it. */
 #ifndef MPCCL_PROXY_IMPL_H
 #define MPCCL_PROXY_IMPL_H
 
@@ -39,8 +40,16 @@ typedef struct proxy_peer {
 
 enum { DETACH_NONE = 0, DETACH_FLUSH = 1, DETACH_FORCE = 2 };
 
+/* One lane of a communicator (gpu_proxy.h, lanes): lane 0 (the leader) owns
+ * the staging and serves the one-sided channel; lane l serves the channels of
+ * CTAs g with g % nlanes == l, through a transport of its own, on its own
+ * thread.  The lanes share the staging, the flags and the done counts. */
 struct mpccl_proxy_comm {
     mpccl_transport_t *t;
+    uint32_t lane, nlanes;
+    struct mpccl_proxy_comm *lead;       /* lane 0 (NULL in lane 0 itself) */
+    struct mpccl_proxy_comm *lanes_next; /* lane 0: lanes 1..nlanes-1, in order */
+    int keep_staging;  /* lane 0: another lane's transport may still touch the staging */
     int rank;
     uint32_t nctas, nslots, slot_bytes;
     uint32_t nchan;    /* nctas, plus 1 with the one-sided channel */
@@ -55,6 +64,7 @@ struct mpccl_proxy_comm {
     volatile uint32_t *done[MPCCL_PROXY_WORK_KINDS];
     uint32_t *done_dev[MPCCL_PROXY_WORK_KINDS];
     void *mem;         /* host pointer of the staging of every remote peer */
+    void *mem_dev;     /* its device view */
     size_t mem_bytes;
     void *slots;       /* with alloc_slots: the CTAs' slots of every remote peer */
     size_t slots_bytes;
@@ -75,7 +85,7 @@ struct mpccl_proxy_comm {
     int detach_phase;  /* 0: not begun, 1: draining sends, 2: receives cancelled */
     int64_t deadline;
     int leak;          /* UCX may still touch the staging: never free it */
-    /* Shared, under the global lock (or atomic). */
+    /* Shared, under its lane thread's lock (or atomic). */
     int detach_req;    /* DETACH_*: set by mpccl_proxy_detach */
     int detached;      /* the proxy thread let go of pc */
     int (*call_fn)(void *); /* mpccl_proxy_run: the call to make (atomic), its argument and result */
@@ -84,6 +94,13 @@ struct mpccl_proxy_comm {
     mpccl_status_t error;
     mpccl_proxy_comm_t *next;
 };
+
+/* Whether pc's lane serves channel g: CTA channels round robin over the
+ * lanes, the one-sided channel on lane 0. */
+static inline int chan_served(const mpccl_proxy_comm_t *pc, uint32_t g)
+{
+    return g < pc->nctas ? g % pc->nlanes == pc->lane : pc->lane == 0;
+}
 
 /* Slots of channel g, and the index of its slot s in a peer's [slot] arrays
  * (the CTAs' [g][slot] first, then the one-sided channel's). */
@@ -127,6 +144,22 @@ static inline int publish_tx_ack(proxy_peer_t *pe, uint32_t g, uint32_t done)
     pe->tx_ack[peer_chan(pe, g)] = done;
     return 1;
 }
+
+/* gpu_proxy.c, on pc's lane thread: one pass serving pc (returns the
+ * activity), one step of its detach (mode: DETACH_*), and whether pc needs
+ * the thread awake. */
+int mpccl_proxy_serve(mpccl_proxy_comm_t *pc);
+int mpccl_proxy_detach_step(mpccl_proxy_comm_t *pc, int mode);
+int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc);
+
+/* gpu_proxy_thread.c: pc's lane thread serves it from now on (started if it is
+ * the first); the thread lets go of pc at the end of its detach (_leave);
+ * user side: asks each of pcs[0..n) to detach (force: DETACH_FORCE), waits
+ * until every one let go, and stops the threads left without work. */
+mpccl_status_t mpccl_proxy_thread_add(mpccl_proxy_comm_t *pc);
+void mpccl_proxy_thread_leave(mpccl_proxy_comm_t *pc);
+void mpccl_proxy_thread_detach(mpccl_proxy_comm_t *const *pcs, int n, int force);
+int64_t mpccl_proxy_now_ns(void);
 
 /* The first failure stops the communicator (gpu_proxy.c); returns 1. */
 int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,

@@ -1,10 +1,11 @@
-/* How the proxy thread sleeps while it has no work, and how it is woken.
+/* How the proxy threads sleep while they have no work, and how they are woken.
  *
- * The proxy polls kernel flags in host memory, which cannot wake a thread, so
- * it polls only while posted work is unfinished; otherwise it blocks here, in
- * one ppoll on a process-wide eventfd (written by mpccl_proxy_wake) and on the
- * event fds of the transports it drives (traffic nobody announced: one-sided
- * deliveries, a peer's sends arriving before this rank's launch).
+ * A proxy thread (one per lane, gpu_proxy_thread.c) polls kernel flags in host
+ * memory, which cannot wake a thread, so it polls only while posted work is
+ * unfinished; otherwise it blocks here, in one ppoll on its lane's eventfd
+ * (written by mpccl_proxy_wake) and on the event fds of the transports it
+ * drives (traffic nobody announced: one-sided deliveries, a peer's sends
+ * arriving before this rank's launch).
  *
  * No lost wake-up: the proxy announces the sleep (mpccl_proxy_sleep_announce),
  * then re-checks for work; a user thread publishes work, then calls
@@ -18,23 +19,27 @@
 #include <stdint.h>
 #include "util/status.h"
 
-/* Creates the eventfd (once per process). */
+/* Proxy threads a process may run: one per lane (gpu_proxy.h). */
+#define MPCCL_PROXY_MAX_LANES 8
+
+/* Creates the eventfds (once per process). */
 mpccl_status_t mpccl_proxy_wake_init(void);
 
-/* User threads (and CUDA graph host nodes): after publishing work. */
+/* User threads (and CUDA graph host nodes): after publishing work.  Wakes
+ * every lane's thread that sleeps. */
 void mpccl_proxy_wake(void);
 
-/* Proxy thread: about to sleep; re-check for work after this. */
-void mpccl_proxy_sleep_announce(void);
-/* Proxy thread: work turned up in the re-check; do not sleep. */
-void mpccl_proxy_sleep_cancel(void);
-/* Proxy thread: sleeps until the eventfd or one of fds[0..n) is readable, or
- * timeout_ns passes (< 0: no limit); fds must have one spare entry at fds[n]
- * for the eventfd.  Ends the announced sleep. */
-void mpccl_proxy_sleep(struct pollfd *fds, int n, int64_t timeout_ns);
+/* Proxy thread of lane: about to sleep; re-check for work after this. */
+void mpccl_proxy_sleep_announce(int lane);
+/* Proxy thread of lane: work turned up in the re-check; do not sleep. */
+void mpccl_proxy_sleep_cancel(int lane);
+/* Proxy thread of lane: sleeps until its eventfd or one of fds[0..n) is
+ * readable, or timeout_ns passes (< 0: no limit); fds must have one spare
+ * entry at fds[n] for the eventfd.  Ends the announced sleep. */
+void mpccl_proxy_sleep(int lane, struct pollfd *fds, int n, int64_t timeout_ns);
 
-/* Times the proxy thread slept and was woken, ever, and whether it is asleep
- * now (tests). */
+/* Times the proxy threads slept and were woken, ever, and whether lane 0's
+ * thread is asleep now (tests). */
 uint64_t mpccl_proxy_sleeps(void);
 int mpccl_proxy_asleep(void);
 

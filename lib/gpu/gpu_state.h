@@ -15,6 +15,7 @@
 #include "gpu/gpu_plan.h"
 #include "gpu/gpu_proxy.h"
 #include "gpu/gpu_proxy_work.h"
+#include "gpu/gpu_proxy_wake.h"
 #include "onesided/onesided_remote.h"
 
 /* What identifies a plan: everything mpccl_plan reads that can differ between
@@ -45,6 +46,10 @@ typedef struct scratch_block {
 typedef struct mpccl_gpu_state {
     mpccl_gpu_comm_t *g;
     mpccl_proxy_comm_t *proxy;
+    /* The proxy's lanes beyond the first (which is comm->transport): their own
+     * transports, closed after the proxy detached (gpu_proxy_attach.c). */
+    mpccl_transport_t *lane_t[MPCCL_PROXY_MAX_LANES];
+    int nlanes;
     mpccl_proxy_work_t work;      /* launches that need the proxy post themselves through it */
     mpccl_os_remote_t *os_remote; /* one-sided operations with other nodes, carried by proxy */
     mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
@@ -69,5 +74,7 @@ mpccl_status_t mpccl_gpu_scratch_get(scratch_block_t **head, size_t bytes, void 
 /* Attaches comm to the proxy thread (gpu_proxy_attach.c); the caller has the
  * device current. */
 mpccl_status_t mpccl_gpu_attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s);
+/* Closes the proxy's own lane transports (after it detached); force: abort. */
+void mpccl_gpu_close_lanes(mpccl_gpu_state_t *s, int force);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "gpu/gpu_proxy.h"
+#include "gpu/gpu_proxy_wake.h"
 #include "proxy_test_heap.h"
 #include "util/status.h"
 #include "core/transport.h"
@@ -51,6 +52,8 @@ typedef struct world {
     uint32_t nctas, nslots, slot_bytes[MAXR];
     int msgs;                   /* messages per (pair, CTA) */
     int split;                  /* the CTAs' slots from alloc_slots (GPU-direct layout) */
+    int lanes;                  /* transports per rank the proxy serves it through (0: 1) */
+    mpccl_transport_t *lane_t[MAXR][MPCCL_PROXY_MAX_LANES]; /* [rank][0] is the body's t */
     size_t max_len;
     cpu_heap_t heap[MAXR];
     void (*body)(struct world *w, int rank, mpccl_transport_t *t, mpccl_bootstrap_t *bs);
@@ -72,7 +75,12 @@ static inline void *rank_main(void *p)
     mpccl_transport_t *t = NULL;
     ck_assert_msg(mpccl_ucx_transport_create(&bs, &t) == MPCCL_OK, "rank %d: transport: %s", a->rank,
                   mpccl_last_error());
+    w->lane_t[a->rank][0] = t;
+    for (int l = 1; l < w->lanes; l++)
+        ck_assert_msg(mpccl_ucx_transport_create(&bs, &w->lane_t[a->rank][l]) == MPCCL_OK,
+                      "rank %d: transport of lane %d: %s", a->rank, l, mpccl_last_error());
     w->body(w, a->rank, t, &bs);
+    for (int l = 1; l < w->lanes; l++) w->lane_t[a->rank][l]->ops->close(w->lane_t[a->rank][l], 0);
     mpccl_bootstrap_close(&bs);
     return NULL;
 }
@@ -102,8 +110,10 @@ static inline mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t
     mpccl_proxy_alloc_t al = cpu_allocator(&w->heap[rank], w->split);
     mpccl_proxy_comm_t *pc = NULL;
     for (int i = 0; i < w->n; i++) links[i] = (mpccl_dev_link_t){.kind = MPCCL_LINK_NVLINK, .pad = 77};
-    mpccl_status_t st = mpccl_proxy_attach(t, rank, w->n, w->remote[rank], w->nctas, w->nslots,
-                                           w->slot_bytes[rank], &al, links, NULL, NULL, &pc);
+    w->lane_t[rank][0] = t;
+    mpccl_status_t st = mpccl_proxy_attach_lanes(w->lane_t[rank], w->lanes > 1 ? w->lanes : 1, rank, w->n,
+                                                 w->remote[rank], w->nctas, w->nslots, w->slot_bytes[rank], &al,
+                                                 links, NULL, NULL, &pc);
     ck_assert_msg(st == MPCCL_OK, "rank %d: attach: %s", rank, mpccl_last_error());
     ck_assert_ptr_nonnull(pc);
     return pc;

@@ -80,11 +80,14 @@ static void traffic_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstr
 START_TEST(test_traffic)
 {
     /* 2 or 3 ranks, 2..4 CTAs; in one 3-rank case ranks 0 and 1 share a node;
-     * slots large enough for UCX's rendezvous protocol in the fifth; the last
-     * three with the CTAs' slots apart from the staging (GPU-direct). */
-    static const struct { int n; uint32_t nctas; int local01; uint32_t slot; int msgs; int split; } cases[] = {
-        {2, 2, 0, 256, 300, 0},  {3, 3, 0, 256, 300, 0},   {3, 4, 1, 256, 300, 0}, {2, 4, 0, 256, 300, 0},
-        {2, 2, 0, 65536, 40, 0}, {2, 2, 0, 256, 300, 1}, {3, 4, 1, 256, 300, 1}, {2, 2, 0, 65536, 40, 1}};
+     * slots large enough for UCX's rendezvous protocol in the fifth; the
+     * sixth to eighth with the CTAs' slots apart from the staging
+     * (GPU-direct); the last four through 2..4 lanes (transports and threads),
+     * one asking for more lanes than there are CTAs. */
+    static const struct { int n; uint32_t nctas; int local01; uint32_t slot; int msgs; int split; int lanes; } cases[] = {
+        {2, 2, 0, 256, 300, 0, 1},  {3, 3, 0, 256, 300, 0, 1}, {3, 4, 1, 256, 300, 0, 1}, {2, 4, 0, 256, 300, 0, 1},
+        {2, 2, 0, 65536, 40, 0, 1}, {2, 2, 0, 256, 300, 1, 1}, {3, 4, 1, 256, 300, 1, 1}, {2, 2, 0, 65536, 40, 1, 1},
+        {2, 4, 0, 256, 300, 0, 2},  {3, 3, 1, 256, 300, 0, 3}, {2, 4, 0, 65536, 40, 1, 4}, {2, 2, 0, 256, 300, 0, 3}};
     world_t *w = calloc(1, sizeof(*w));
     w->n = cases[_i].n;
     w->nctas = cases[_i].nctas;
@@ -92,6 +95,7 @@ START_TEST(test_traffic)
     for (int r = 0; r < MAXR; r++) w->slot_bytes[r] = cases[_i].slot;
     w->msgs = cases[_i].msgs;
     w->split = cases[_i].split;
+    w->lanes = cases[_i].lanes;
     w->max_len = 4 * cases[_i].slot + 76; /* up to 5 pieces per message, the last one short */
     all_remote(w);
     if (cases[_i].local01) w->remote[0][1] = w->remote[1][0] = 0;
@@ -103,8 +107,9 @@ START_TEST(test_traffic)
             for (uint32_t g = 0; w->remote[s][d] && g < w->nctas; g++)
                 for (int m = 0; m < w->msgs; m++)
                     pieces += (msg_len(w, s, d, g, m) + cases[_i].slot - 1) / cases[_i].slot;
-    printf("test_traffic: %d ranks, %u CTAs, %u-byte slots, local01=%d, split=%d: 2 rounds of %zu pieces in %.3f s\n",
-           w->n, w->nctas, cases[_i].slot, cases[_i].local01, w->split, pieces, w->result[0]);
+    printf("test_traffic: %d ranks, %u CTAs, %u-byte slots, local01=%d, split=%d, %d lane(s): 2 rounds of %zu "
+           "pieces in %.3f s\n", w->n, w->nctas, cases[_i].slot, cases[_i].local01, w->split, w->lanes, pieces,
+           w->result[0]);
     free(w);
 }
 END_TEST
@@ -469,7 +474,7 @@ END_TEST
 int main(void)
 {
     const proxy_test_case_t cases[] = {
-        {"args", test_args, 0}, {"traffic", test_traffic, 8}, {"error", test_error, 0},
+        {"args", test_args, 0}, {"traffic", test_traffic, 12}, {"error", test_error, 0},
         {"force", test_force, 4}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0}};
     return proxy_test_main("proxy", cases, sizeof(cases) / sizeof(cases[0]));
 }
