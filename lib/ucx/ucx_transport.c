@@ -426,6 +426,18 @@ static int wait_bounded(mpccl_ucx_tp_t *tp, ucs_status_ptr_t sp, int64_t deadlin
     return complete;
 }
 
+#define CLOSE_DRAIN_NS (20 * 1000000LL) /* progress for requests a forced close cancelled */
+
+/* Workers left behind on purpose (ucx_close) stay reachable, for the life of the process. */
+static ucp_worker_h kept_workers[64];
+static int nkept;
+
+static void keep_worker(ucp_worker_h w)
+{
+    int i = __atomic_fetch_add(&nkept, 1, __ATOMIC_RELAXED);
+    if (i < (int)(sizeof(kept_workers) / sizeof(kept_workers[0]))) kept_workers[i] = w;
+}
+
 static void ucx_close(mpccl_transport_t *t, int force)
 {
     mpccl_ucx_tp_t *tp = t->impl;
@@ -467,6 +479,11 @@ static void ucx_close(mpccl_transport_t *t, int force)
     if (late)
         MPCCL_INFO(MPCCL_SUB_NET, "rank %d: %d UCX endpoints did not close in time; dropped",
                    t->rank, late);
+    /* A forced close completes its endpoints' requests (cancelled) at the next
+     * progress: a moment for that, so that none is left for the destroy below. */
+    int64_t drain_end = mpccl_ucx_now_ns() + CLOSE_DRAIN_NS;
+    while (tp->inflight.next != &tp->inflight && mpccl_ucx_now_ns() < drain_end)
+        if (ucp_worker_progress(tp->worker) == 0) sched_yield();
     /* Whatever is still in flight dies with the worker: its callers must not
      * wait.  The ops stay listed in case destroying the worker runs callbacks. */
     for (mpccl_ucx_op_t *op = tp->inflight.next; op != &tp->inflight; op = op->next) {
@@ -478,11 +495,17 @@ static void ucx_close(mpccl_transport_t *t, int force)
      * the worker is left behind, unused, rather than crash the survivor. */
     int keep = 0;
     for (i = 0; i < nranks; i++) keep |= tp->peers[i].failed && tp->peers[i].err_mode == UCP_ERR_HANDLING_MODE_NONE;
-    if (keep)
-        MPCCL_INFO(MPCCL_SUB_NET, "rank %d: a shared-memory endpoint failed; its UCX worker is kept, not destroyed",
-                   t->rank);
-    else
+    /* Nor can UCX 1.22 destroy one whose requests are still out (a send to a
+     * peer that died, never completed): its leak report describes each
+     * request's protocol and crashed doing so over tcp (an abort's teardown). */
+    int out = late || tp->inflight.next != &tp->inflight;
+    if (keep || out) {
+        MPCCL_INFO(MPCCL_SUB_NET, "rank %d: %s; its UCX worker is kept, not destroyed", t->rank,
+                   keep ? "a shared-memory endpoint failed" : "UCX never completed some requests");
+        keep_worker(tp->worker);
+    } else {
         ucp_worker_destroy(tp->worker);
+    }
     free(tp->peers);
     free(tp);
 }
