@@ -89,6 +89,9 @@ typedef struct mpccl_dev_comm {
     const mpccl_dev_link_t *links; /* [nranks] */
     uint32_t *tx_seq;    /* [nranks][nctas] pieces sent to each peer, ever */
     uint32_t *rx_seq;    /* [nranks][nctas] pieces received from each peer, ever */
+    uint32_t *tx_acked;  /* [nranks][nctas] the latest tx_ack a sender read: while it shows a
+                          * slot free, the sender skips reading the link's ack (host memory
+                          * for PROXY links, another GPU's for NVLINK ones) */
 } mpccl_dev_comm_t;
 
 /* Buffers a launch can name: IN, OUT, TMP, then one per call of a grouped p2p
