@@ -51,6 +51,8 @@ typedef struct mpccl_gpu_plan {
     uint32_t nctas;        /* the launch width it was uploaded for */
     uint32_t window;
     uint32_t nlocal;       /* dependencies marked local (statistics, tests) */
+    uint32_t msg_ctas;     /* CTAs with a part of some message (the proxy's lanes a launch
+                            * needs, mpccl_proxy_post); set by the launcher */
 } mpccl_gpu_plan_t;
 
 /* Byte layout of the allocation: the host image (pointers filled for device

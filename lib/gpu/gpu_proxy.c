@@ -292,8 +292,14 @@ int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc)
     if (__atomic_load_n(&pc->call_fn, __ATOMIC_SEQ_CST) && !pc->call_done) return 1;
     if (pc->failed) return 0;
     if (!pc->started) return 1;
-    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
-        if ((int32_t)(__atomic_load_n(&pc->posted[k], __ATOMIC_SEQ_CST) - *pc->done[k]) > 0) return 1;
+    /* Launches posted and not done, one of which uses this lane (lane 0:
+     * every launch); the counts of launches done cover every lane's. */
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++) {
+        uint32_t done = *pc->done[k];
+        if ((int32_t)(__atomic_load_n(&pc->posted[k], __ATOMIC_SEQ_CST) - done) > 0 &&
+            (pc->lane == 0 || (int32_t)(__atomic_load_n(&pc->needed[k], __ATOMIC_SEQ_CST) - done) > 0))
+            return 1;
+    }
     __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernels' flags after their done count */
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
@@ -554,11 +560,15 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
     for (int i = n - 1; i >= 0; i--) free_pc(all[i]); /* the leader last: the others share its staging */
 }
 
-void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches)
+void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches, uint32_t ctas)
 {
     if (pc == NULL || pc->npeers == 0 || kind < 0 || kind >= MPCCL_PROXY_WORK_KINDS) return;
-    for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) __atomic_add_fetch(&x->posted[kind], launches, __ATOMIC_SEQ_CST);
-    mpccl_proxy_wake();
+    for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) {
+        uint32_t now = __atomic_add_fetch(&x->posted[kind], launches, __ATOMIC_SEQ_CST);
+        if (x->lane != 0 && x->lane >= ctas) continue; /* none of its channels is in these launches */
+        if ((int32_t)launches > 0) __atomic_store_n(&x->needed[kind], now, __ATOMIC_SEQ_CST);
+        mpccl_proxy_wake_lane((int)x->lane);
+    }
 }
 
 uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host)

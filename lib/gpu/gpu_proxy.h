@@ -193,7 +193,12 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force);
  * wake it through the transport's arm.  Any thread; cheap (two atomics; a
  * write to an eventfd when it sleeps). */
 enum { MPCCL_PROXY_WORK_ENGINE = 0, MPCCL_PROXY_WORK_PUT = 1, MPCCL_PROXY_WORK_KINDS = 2 };
-void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches);
+/* ctas: how many CTAs of the launches carry pieces (their channels are CTAs
+ * 0..ctas-1; MPCCL_PROXY_ALL_CTAS when not known): only the lanes of those
+ * channels are woken and poll for it (a small message on CTA 0 keeps one
+ * thread busy, not every lane's); the one-sided channel is lane 0's. */
+#define MPCCL_PROXY_ALL_CTAS 0xffffffffu
+void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches, uint32_t ctas);
 /* The done word of kind (device view; NULL when pc has no remote peers);
  * *host, when given, gets its host view. */
 uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host);

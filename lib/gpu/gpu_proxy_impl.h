@@ -61,6 +61,7 @@ struct mpccl_proxy_comm {
      * and the count of them the kernels reported done (pinned memory at the end
      * of the staging, one line each; done_dev: device views). */
     uint32_t posted[MPCCL_PROXY_WORK_KINDS];
+    uint32_t needed[MPCCL_PROXY_WORK_KINDS]; /* posted as of the last launch that uses this lane */
     volatile uint32_t *done[MPCCL_PROXY_WORK_KINDS];
     uint32_t *done_dev[MPCCL_PROXY_WORK_KINDS];
     void *mem;         /* host pointer of the staging of every remote peer */

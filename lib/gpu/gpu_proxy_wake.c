@@ -34,15 +34,18 @@ mpccl_status_t mpccl_proxy_wake_init(void)
     return MPCCL_OK;
 }
 
+void mpccl_proxy_wake_lane(int lane)
+{
+    if (!__atomic_load_n(&sleeping[lane], __ATOMIC_SEQ_CST)) return;
+    uint64_t one = 1;
+    /* EAGAIN: the counter is full, a wake-up is pending anyway. */
+    ssize_t r = write(wake_fd[lane], &one, sizeof(one));
+    (void)r;
+}
+
 void mpccl_proxy_wake(void)
 {
-    for (int l = 0; l < MPCCL_PROXY_MAX_LANES; l++) {
-        if (!__atomic_load_n(&sleeping[l], __ATOMIC_SEQ_CST)) continue;
-        uint64_t one = 1;
-        /* EAGAIN: the counter is full, a wake-up is pending anyway. */
-        ssize_t r = write(wake_fd[l], &one, sizeof(one));
-        (void)r;
-    }
+    for (int l = 0; l < MPCCL_PROXY_MAX_LANES; l++) mpccl_proxy_wake_lane(l);
 }
 
 void mpccl_proxy_sleep_announce(int lane)

@@ -28,6 +28,8 @@ mpccl_status_t mpccl_proxy_wake_init(void);
 /* User threads (and CUDA graph host nodes): after publishing work.  Wakes
  * every lane's thread that sleeps. */
 void mpccl_proxy_wake(void);
+/* The same for one lane's thread. */
+void mpccl_proxy_wake_lane(int lane);
 
 /* Proxy thread of lane: about to sleep; re-check for work after this. */
 void mpccl_proxy_sleep_announce(int lane);

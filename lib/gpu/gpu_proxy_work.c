@@ -17,7 +17,7 @@ static void CUDART_CB post_host_node(void *p)
 {
     const mpccl_proxy_post_arg_t *a = p;
     for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
-        if (a->launches[k]) mpccl_proxy_post(a->pc, k, a->launches[k]);
+        if (a->launches[k]) mpccl_proxy_post(a->pc, k, a->launches[k], MPCCL_PROXY_ALL_CTAS);
 }
 
 static void CUDART_CB free_post_arg(void *p)
@@ -74,7 +74,7 @@ mpccl_status_t mpccl_proxy_work_init(mpccl_proxy_work_t *w, mpccl_proxy_comm_t *
     return MPCCL_OK;
 }
 
-mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind,
+mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind, uint32_t ctas,
                                       mpccl_proxy_work_args_t *a, mpccl_proxy_work_token_t *tok)
 {
     tok->capturing = 0;
@@ -87,7 +87,7 @@ mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream
         MPCCL_CHECK(capture_post(w, stream, kind));
         tok->capturing = 1;
     } else {
-        mpccl_proxy_post(w->pc, kind, 1);
+        mpccl_proxy_post(w->pc, kind, 1, ctas);
     }
     a->count = w->counts + kind;
     a->done = mpccl_proxy_done_counter(w->pc, kind, NULL);
@@ -100,7 +100,7 @@ mpccl_status_t mpccl_proxy_work_end(mpccl_proxy_work_t *w, cudaStream_t stream, 
     if (w == NULL || w->pc == NULL) return MPCCL_OK;
     /* No kernel will count this launch done: take it back (a failed capture
      * is discarded as a whole). */
-    if (!tok->capturing && launched != MPCCL_OK) mpccl_proxy_post(w->pc, tok->kind, 0u - 1u);
+    if (!tok->capturing && launched != MPCCL_OK) mpccl_proxy_post(w->pc, tok->kind, 0u - 1u, 0);
     return MPCCL_OK;
 }
 

@@ -39,9 +39,10 @@ typedef struct mpccl_proxy_work_token {
 mpccl_status_t mpccl_proxy_work_init(mpccl_proxy_work_t *w, mpccl_proxy_comm_t *pc);
 /* Before enqueueing a kernel of kind (MPCCL_PROXY_WORK_*) that moves pieces
  * through the proxy: posts it, or adds the posting host node to the graph
- * being captured on stream.  Without a proxy (w NULL or not initialised)
- * *a is NULLs and nothing happens. */
-mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind,
+ * being captured on stream (which wakes every lane at each replay).  ctas:
+ * the kernel's CTAs that carry pieces (mpccl_proxy_post).  Without a proxy
+ * (w NULL or not initialised) *a is NULLs and nothing happens. */
+mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind, uint32_t ctas,
                                       mpccl_proxy_work_args_t *a, mpccl_proxy_work_token_t *tok);
 /* After the kernel was enqueued (launched: how that went): takes the post
  * back when an eager launch failed. */

@@ -200,7 +200,7 @@ static inline int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mp
  * at a time). */
 static inline void kernel_post(mpccl_proxy_comm_t *pc, int kind)
 {
-    mpccl_proxy_post(pc, kind, 1);
+    mpccl_proxy_post(pc, kind, 1, MPCCL_PROXY_ALL_CTAS);
 }
 
 static inline void kernel_done(mpccl_proxy_comm_t *pc, int kind, uint32_t *count)
