@@ -15,7 +15,7 @@ static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 static int wake_fd[MPCCL_PROXY_MAX_LANES];
 static int wake_errno;
 static int sleeping[MPCCL_PROXY_MAX_LANES]; /* a sleep is announced */
-static uint64_t nsleeps;
+static uint64_t nsleeps[MPCCL_PROXY_MAX_LANES];
 
 static void create_fds(void)
 {
@@ -69,15 +69,27 @@ void mpccl_proxy_sleep(int lane, struct pollfd *fds, int n, int64_t timeout_ns)
     uint64_t v;
     ssize_t r = read(wake_fd[lane], &v, sizeof(v)); /* EAGAIN when it was not written */
     (void)r;
-    __atomic_add_fetch(&nsleeps, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&nsleeps[lane], 1, __ATOMIC_RELAXED);
+}
+
+uint64_t mpccl_proxy_lane_sleeps(int lane)
+{
+    return __atomic_load_n(&nsleeps[lane], __ATOMIC_RELAXED);
 }
 
 uint64_t mpccl_proxy_sleeps(void)
 {
-    return __atomic_load_n(&nsleeps, __ATOMIC_RELAXED);
+    uint64_t n = 0;
+    for (int l = 0; l < MPCCL_PROXY_MAX_LANES; l++) n += mpccl_proxy_lane_sleeps(l);
+    return n;
+}
+
+int mpccl_proxy_lane_asleep(int lane)
+{
+    return __atomic_load_n(&sleeping[lane], __ATOMIC_SEQ_CST);
 }
 
 int mpccl_proxy_asleep(void)
 {
-    return __atomic_load_n(&sleeping[0], __ATOMIC_SEQ_CST);
+    return mpccl_proxy_lane_asleep(0);
 }

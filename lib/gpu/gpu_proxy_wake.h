@@ -41,8 +41,10 @@ void mpccl_proxy_sleep_cancel(int lane);
 void mpccl_proxy_sleep(int lane, struct pollfd *fds, int n, int64_t timeout_ns);
 
 /* Times the proxy threads slept and were woken, ever, and whether lane 0's
- * thread is asleep now (tests). */
+ * thread is asleep now; the same for one lane (tests). */
 uint64_t mpccl_proxy_sleeps(void);
 int mpccl_proxy_asleep(void);
+uint64_t mpccl_proxy_lane_sleeps(int lane);
+int mpccl_proxy_lane_asleep(int lane);
 
 #endif

@@ -198,9 +198,14 @@ static inline int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mp
  * sends to complete).  The count lives in the device's memory; here, a plain
  * counter per communicator and kind (a rank's launches of one kind run one
  * at a time). */
+static inline void kernel_post_ctas(mpccl_proxy_comm_t *pc, int kind, uint32_t ctas)
+{
+    mpccl_proxy_post(pc, kind, 1, ctas);
+}
+
 static inline void kernel_post(mpccl_proxy_comm_t *pc, int kind)
 {
-    mpccl_proxy_post(pc, kind, 1, MPCCL_PROXY_ALL_CTAS);
+    kernel_post_ctas(pc, kind, MPCCL_PROXY_ALL_CTAS);
 }
 
 static inline void kernel_done(mpccl_proxy_comm_t *pc, int kind, uint32_t *count)

@@ -2,7 +2,7 @@
  * 8 attached communicators, and after a burst of traffic, the whole process
  * uses < 2% of a core over one second while nothing is in flight; pieces
  * nobody announced (a peer's one-sided traffic) still wake the sleeping
- * proxy.  The bound holds on a loaded machine: other processes' load does
+ * proxy; a lane's thread sleeps through launches that do not use it.  The bound holds on a loaded machine: other processes' load does
  * not add to this process's CPU time, and a sleeping proxy uses none. */
 #define _GNU_SOURCE
 #include <sys/resource.h>
@@ -206,9 +206,64 @@ START_TEST(test_wake_unannounced)
 }
 END_TEST
 
+/* Lanes woken as needed: three lanes; launches posted as using CTA 0 alone
+ * wake lane 0's thread and leave lanes 1 and 2 asleep, launches using every
+ * CTA wake all three.  The launches move nothing (posted, counted done 2 ms
+ * later, the next 2 ms after that: long enough for a lane to fall asleep in
+ * between).  UCX's own timers may wake a lane now and then. */
+#define LANE_LAUNCHES 40
+#define LANE_TIMER_WAKES 10
+
+static uint64_t lanes12_sleeps(void) { return mpccl_proxy_lane_sleeps(1) + mpccl_proxy_lane_sleeps(2); }
+
+static void lanes_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+    for (int round = 0; round < 2; round++) {
+        mpccl_bootstrap_barrier(bs);
+        if (me == 0) {
+            double end = now_s() + 10;
+            while (!mpccl_proxy_lane_asleep(1) || !mpccl_proxy_lane_asleep(2)) {
+                ck_assert_msg(now_s() < end, "lanes 1 and 2 never went to sleep");
+                usleep(1000);
+            }
+            uint64_t s0 = lanes12_sleeps();
+            for (int i = 0; i < LANE_LAUNCHES; i++) {
+                kernel_post_ctas(pc, MPCCL_PROXY_WORK_ENGINE, round == 0 ? 1 : MPCCL_PROXY_ALL_CTAS);
+                usleep(2000);
+                kernel_done(pc, MPCCL_PROXY_WORK_ENGINE, &w->launches[me][MPCCL_PROXY_WORK_ENGINE]);
+                usleep(2000);
+            }
+            w->result[round] = (double)(lanes12_sleeps() - s0);
+        }
+    }
+    mpccl_bootstrap_barrier(bs);
+    detach_together(pc, t, bs, 0);
+}
+
+START_TEST(test_lanes_woken_as_needed)
+{
+    world_t *w = idle_world(2, 2);
+    w->nctas = 3;
+    w->lanes = 3;
+    w->body = lanes_body;
+    run_world(w);
+    printf("test_lanes_woken_as_needed: %d launches: lanes 1-2 woke %.0f times for launches on CTA 0, %.0f for "
+           "launches on every CTA\n", LANE_LAUNCHES, w->result[0], w->result[1]);
+    ck_assert_msg(w->result[0] <= LANE_TIMER_WAKES, "lanes 1-2 woke %.0f times for launches they have no part in",
+                  w->result[0]);
+    ck_assert_msg(w->result[1] >= LANE_LAUNCHES / 2, "lanes 1-2 woke only %.0f times for %d launches on their CTAs",
+                  w->result[1], LANE_LAUNCHES);
+    free(w);
+}
+END_TEST
+
 int main(void)
 {
-    const proxy_test_case_t cases[] = {
-        {"idle", test_idle_cpu, 3}, {"after_burst", test_idle_after_burst, 0}, {"wake", test_wake_unannounced, 0}};
+    const proxy_test_case_t cases[] = {{"idle", test_idle_cpu, 3},
+                                       {"after_burst", test_idle_after_burst, 0},
+                                       {"wake", test_wake_unannounced, 0},
+                                       {"lanes", test_lanes_woken_as_needed, 0}};
     return proxy_test_main("proxy_idle", cases, sizeof(cases) / sizeof(cases[0]));
 }
