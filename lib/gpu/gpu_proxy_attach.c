@@ -20,11 +20,16 @@
  * (GPUDirect RDMA: UCX's zero-copy needs no CPU per byte), one per CTA up to
  * 4.  Over TCP one connection and the thread copying its bytes cap the
  * traffic: ucx_perftest over loopback moved 4.6 GB/s with one pair and 19
- * GB/s with four side by side (2 x H200, UCX 1.22, 2026-11-27). */
+ * GB/s with four side by side (2 x H200, UCX 1.22, 2026-11-27).  Each lane
+ * connects to every peer, so communicators of more than LANES_MAX_RANKS
+ * ranks keep one by default (file descriptors, UCX's endpoints). */
+#define LANES_MAX_RANKS 64
+
 static uint32_t lanes_wanted(ncclComm_t comm, const mpccl_gpu_state_t *s)
 {
     int alone = comm->topo.nnodes == comm->nranks; /* one rank per node */
-    uint32_t def = alone && mpccl_ucx_gdr_nic() == NULL ? (s->g->nctas < 4 ? s->g->nctas : 4) : 1;
+    int lanes = alone && comm->nranks <= LANES_MAX_RANKS && mpccl_ucx_gdr_nic() == NULL;
+    uint32_t def = lanes ? (s->g->nctas < 4 ? s->g->nctas : 4) : 1;
     if (!mpccl_config_is_set("PROXY_LANES")) return def;
     int64_t x = mpccl_config_int("PROXY_LANES");
     if (x == 0) return def;

@@ -159,8 +159,8 @@ static mpccl_setting_t settings[] = {
      "NIC of UCX reads GPU memory itself (GPUDirect RDMA) and staging elsewhere", NULL, NULL},
     {"PROXY_LANES", NULL, "0",
      "connections (UCX workers) and proxy threads a GPU communicator's traffic to other nodes is spread over "
-     "(0: one per CTA up to 4 where every peer is on another node and no GPUDirect RDMA NIC is found, else 1); "
-     "the minimum over ranks is used", NULL, NULL},
+     "(0: one per CTA up to 4 where every peer is on another node, the communicator has at most 64 ranks and no "
+     "GPUDirect RDMA NIC is found, else 1); the minimum over ranks is used", NULL, NULL},
     {"PROXY_SPIN_US", NULL, "20", "microseconds the GPU proxy thread polls busily after the last activity", NULL,
      NULL},
     {"PROXY_YIELD_US", NULL, "500", "then microseconds it polls with sched_yield", NULL, NULL},
