@@ -43,16 +43,19 @@ uint32_t mpccl_ring_rs(mpccl_build_t *b, const mpccl_group_t *g, uint32_t inbuf,
     return fin;
 }
 
-/* Step s sends segment me-s (mine first, then what arrived) and receives me-1-s. */
+/* Step s sends segment me-s (mine first, then what arrived) and receives
+ * me-1-s.  The first send comes before the copy of my own segment: an
+ * executor that takes steps in order (the device engine's CTA) puts it on
+ * the wire first, and the copy runs while the peer's segment is on its way. */
 void mpccl_ring_ag(mpccl_build_t *b, const mpccl_group_t *g, mpccl_ref_t src, uint32_t src_dep,
                    uint32_t outbuf, const mpccl_segs_t *segs, const uint32_t *war)
 {
     int n = g->n, me = g->me;
     mpccl_ref_t own = mpccl_ref(outbuf, mpccl_seg_off(segs, n, me));
+    int next = g->ranks[mod(me + 1, n)], prev = g->ranks[mod(me - 1, n)];
+    if (n > 1) mpccl_b_send(b, next, src, mpccl_seg_len(segs, n, me), MPCCL_DEPS(src_dep));
     mpccl_b_copy(b, own, src, mpccl_seg_len(segs, n, me), MPCCL_DEPS(src_dep, war ? war[me] : MPCCL_NONE));
     if (n == 1) return;
-    int next = g->ranks[mod(me + 1, n)], prev = g->ranks[mod(me - 1, n)];
-    mpccl_b_send(b, next, src, mpccl_seg_len(segs, n, me), MPCCL_DEPS(src_dep));
     for (int s = 0; s < n - 1; s++) {
         int k = mod(me - 1 - s, n);
         uint64_t len = mpccl_seg_len(segs, n, k);
