@@ -17,7 +17,6 @@ mpccl_status_t mpccl_algo_bcast_ring(mpccl_gen_t *g)
     int n = g->world.n, v = vrank(g);
     uint64_t count = g->d->count, nc = nchunks(g);
     int next = v + 1 < n ? real(g, v + 1) : -1;
-    if (v == 0 && !g->alias) mpccl_b_copy(b, mpccl_ref(MPCCL_BUF_OUT, 0), mpccl_ref(MPCCL_BUF_IN, 0), count, NULL, 0);
     for (uint64_t c = 0; c < nc && count; c++) {
         uint64_t off = mpccl_split_off(count, nc, c), len = mpccl_split_len(count, nc, c);
         if (v == 0) {
@@ -28,6 +27,9 @@ mpccl_status_t mpccl_algo_bcast_ring(mpccl_gen_t *g)
         uint32_t rv = mpccl_b_recv(b, real(g, v - 1), dst, len, NULL, 0);
         if (next >= 0) mpccl_b_send(b, next, dst, len, MPCCL_DEPS(rv));
     }
+    /* The root's own copy after its sends: the data leaves first (an executor
+     * taking steps in order would otherwise copy before the first send). */
+    if (v == 0 && !g->alias) mpccl_b_copy(b, mpccl_ref(MPCCL_BUF_OUT, 0), mpccl_ref(MPCCL_BUF_IN, 0), count, NULL, 0);
     return MPCCL_OK;
 }
 
@@ -42,15 +44,14 @@ mpccl_status_t mpccl_algo_bcast_tree(mpccl_gen_t *g)
     uint32_t have = MPCCL_NONE;
     int low = 1;
     while (low < n) low <<= 1;
-    if (v == 0) {
-        if (!g->alias) mpccl_b_copy(b, out, src, count, NULL, 0);
-    } else {
+    if (v != 0) {
         low = v & -v;
         have = mpccl_b_recv(b, real(g, v - low), out, count, NULL, 0);
         src = out;
     }
     for (int m = low >> 1; m >= 1; m >>= 1)
         if (v + m < n) mpccl_b_send(b, real(g, v + m), src, count, MPCCL_DEPS(have));
+    if (v == 0 && !g->alias) mpccl_b_copy(b, out, src, count, NULL, 0); /* after the sends, as in the chain */
     return MPCCL_OK;
 }
 
