@@ -252,22 +252,10 @@ static void keep_plan(ncclComm_t comm, mpccl_gpu_state_t *s, plan_entry_t *e)
                    (unsigned long long)comm->id, s->nplans);
 }
 
-/* CTAs of a launch of sc that carry message pieces: the widest of its SEND
- * and RECV steps' partitions (the engine's, devplan.h), es bytes per element. */
+/* CTAs of a launch of sc that carry pieces (es bytes per element). */
 static uint32_t msg_ctas(const mpccl_gpu_state_t *s, const mpccl_sched_t *sc, uint32_t es)
 {
-    uint32_t most = 0, G = s->g->nctas;
-    for (uint32_t i = 0; i < sc->nsteps && most < G; i++) {
-        const mpccl_step_t *st = &sc->steps[i];
-        if (st->kind != MPCCL_STEP_SEND && st->kind != MPCCL_STEP_RECV) continue;
-        for (uint32_t g = most; g < G; g++) {
-            uint64_t b, e;
-            mpccl_dev_partition(st->count, es, G, s->g->cta_min_bytes, g, &b, &e);
-            if (b == e) break;
-            most = g + 1;
-        }
-    }
-    return most;
+    return mpccl_gpu_plan_msg_ctas(sc, es, s->g->nctas, s->g->cta_min_bytes);
 }
 
 static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,

@@ -238,6 +238,22 @@ mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, in
 }
 
 /* ---- Upload (CUDA) ------------------------------------------------------------ */
+uint32_t mpccl_gpu_plan_msg_ctas(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes)
+{
+    uint32_t most = 0;
+    for (uint32_t i = 0; i < s->nsteps && most < nctas; i++) {
+        const mpccl_step_t *st = &s->steps[i];
+        if (st->kind != MPCCL_STEP_SEND && st->kind != MPCCL_STEP_RECV) continue;
+        for (uint32_t g = most; g < nctas; g++) { /* the CTAs with data come first */
+            uint64_t b, e;
+            mpccl_dev_partition(st->count, es, nctas, min_bytes, g, &b, &e);
+            if (b == e) break;
+            most = g + 1;
+        }
+    }
+    return most;
+}
+
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
 
 static mpccl_status_t cuda_fail(cudaError_t e, const char *what, size_t bytes)

@@ -51,8 +51,8 @@ typedef struct mpccl_gpu_plan {
     uint32_t nctas;        /* the launch width it was uploaded for */
     uint32_t window;
     uint32_t nlocal;       /* dependencies marked local (statistics, tests) */
-    uint32_t msg_ctas;     /* CTAs with a part of some message (the proxy's lanes a launch
-                            * needs, mpccl_proxy_post); set by the launcher */
+    uint32_t msg_ctas;     /* CTAs with a part of some message (mpccl_gpu_plan_msg_ctas);
+                            * set by the launcher */
 } mpccl_gpu_plan_t;
 
 /* Byte layout of the allocation: the host image (pointers filled for device
@@ -60,6 +60,12 @@ typedef struct mpccl_gpu_plan {
  * *image is malloc'ed; free() it. */
 mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, int64_t in_off, uint32_t window,
                                     uintptr_t base, void **image, size_t *bytes, uint32_t *nlocal);
+
+/* CTAs of a launch of s (nctas CTAs, es bytes per element, the engine's
+ * minimum share min_bytes) that carry message pieces: the widest partition
+ * (mpccl_dev_partition) of its SEND and RECV steps; the proxy wakes only
+ * their lanes (mpccl_proxy_post). */
+uint32_t mpccl_gpu_plan_msg_ctas(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes);
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
 /* Converts and uploads s for launches of nctas CTAs keeping window steps in

@@ -1,7 +1,8 @@
 /* Device plans without a GPU: the schedule -> device step conversion, the
  * `local` dependency rule (hand-built cases, and every dependency of real plans
  * of every collective and algorithm checked against an exact, unbounded
- * re-derivation of the rule), and the image layout the upload copies.
+ * re-derivation of the rule), the image layout the upload copies, and which
+ * CTAs of a launch carry messages (the proxy lanes it wakes).
  * Seed: MPCCL_TEST_SEED. */
 #include <check.h>
 #include <stdio.h>
@@ -456,6 +457,76 @@ START_TEST(partition_tiles_with_minimum)
 }
 END_TEST
 
+/* mpccl_gpu_plan_msg_ctas: every CTA with a part of some SEND or RECV step
+ * lies below it (the proxy must wake those CTAs' lanes), and the last CTA
+ * below it has such a part (no lane woken for nothing); hand cases and the
+ * real plans of every collective at awkward counts and widths. */
+static void check_msg_ctas(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min, const char *what)
+{
+    uint32_t m = mpccl_gpu_plan_msg_ctas(s, es, nctas, min);
+    ck_assert_msg(m <= nctas, "%s: %u of %u CTAs", what, m, nctas);
+    int top_used = m == 0;
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        if (s->steps[i].kind != MPCCL_STEP_SEND && s->steps[i].kind != MPCCL_STEP_RECV) continue;
+        for (uint32_t g = 0; g < nctas; g++) {
+            uint64_t b, e;
+            mpccl_dev_partition(s->steps[i].count, es, nctas, min, g, &b, &e);
+            if (b == e) continue;
+            ck_assert_msg(g < m, "%s: step %u has a part on CTA %u, msg_ctas %u", what, i, g, m);
+            if (g + 1 == m) top_used = 1;
+        }
+    }
+    ck_assert_msg(top_used, "%s: msg_ctas %u, but CTA %u carries nothing", what, m, m - 1);
+}
+
+START_TEST(msg_ctas_cover_messages)
+{
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    mpccl_b_copy(&b, R(MPCCL_BUF_OUT, 0), R(MPCCL_BUF_IN, 0), 1 << 20, NULL, 0);
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 4, 4, 32768), 0); /* no message */
+    mpccl_sched_free(&s);
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_IN, 0), 2, NULL, 0);           /* 8 bytes: CTA 0 */
+    mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, 0), 100000, NULL, 0);     /* 400 KB over 4 CTAs */
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 4, 4, 32768), 4);
+    /* As bytes, 100000: three 32 KB shares and the rest, on 4 CTAs or 16. */
+    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 1, 4, 32768), 4);
+    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 1, 16, 32768), 4);
+    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 1, 4, 1 << 20), 1);
+    check_msg_ctas(&s, 4, 4, 32768, "hand");
+    mpccl_sched_free(&s);
+    int node_of[8], local[8], size[2];
+    static const uint32_t widths[] = {1, 3, 4, 16};
+    static const uint32_t mins[] = {0, 4096, 32768};
+    for (size_t ci = 0; ci < sizeof(combos) / sizeof(combos[0]); ci++)
+        for (int n = 2; n <= 8; n += 3) {
+            uint64_t counts[] = {1, 7, 8193, 300000 + rnd() % 5000};
+            for (size_t k = 0; k < 4; k++) {
+                int nn = n % 2 == 0 ? 2 : 1, r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
+                for (int x = 0; x < n; x++) node_of[x] = x / (n / nn), local[x] = x % (n / nn);
+                size[0] = size[1] = n / nn;
+                mpccl_topo_t topo = {r, n, nn, node_of, local, size};
+                mpccl_plan_params_t p = {256 << 10, {MPCCL_ALGO_AUTO}, 0};
+                p.forced[combos[ci].coll] = combos[ci].algo;
+                mpccl_coll_desc_t d = {combos[ci].coll, counts[k], ncclFloat32, MPCCL_OP_SUM, 0, 0, root, 0};
+                ck_assert_int_eq(mpccl_plan(&topo, &d, &p, &s), MPCCL_OK);
+                char what[128];
+                for (int w = 0; w < 4; w++) {
+                    uint32_t G = widths[w], min = mins[rnd() % 3];
+                    snprintf(what, sizeof(what), "%s/%s n=%d count %llu, %u CTAs, min %u", mpccl_coll_name(d.coll),
+                             mpccl_algo_name((mpccl_algo_t)s.algo), n, (unsigned long long)d.count, G, min);
+                    check_msg_ctas(&s, 4, G, min, what);
+                }
+                mpccl_sched_free(&s);
+            }
+        }
+}
+END_TEST
+
 int main(void)
 {
     const char *e = getenv("MPCCL_TEST_SEED");
@@ -475,6 +546,7 @@ int main(void)
     tcase_add_test(tc, image_layout);
     tcase_add_test(tc, bad_schedule_rejected);
     tcase_add_test(tc, partition_tiles_with_minimum);
+    tcase_add_test(tc, msg_ctas_cover_messages);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
