@@ -28,6 +28,8 @@ mpccl_status_t mpccl_ucx_context(ucp_context_h *out);
 /* Whether the context was created with UCP_FEATURE_WAKEUP (workers have an
  * event fd to sleep on). */
 int mpccl_ucx_has_wakeup(void);
+/* Whether the UCX library loaded is major.minor or newer. */
+int mpccl_ucx_version_at_least(unsigned major, unsigned minor);
 /* Whether UCX reports CUDA device memory among its memory types (send GPU
  * buffers directly instead of staging them through host memory).  Creates the
  * context if needed; 0 if it cannot be created. */

@@ -25,15 +25,17 @@ static int gpu_memory_expected(void)
     return mode == MPCCL_GPU_DIRECT_ON || (mode == MPCCL_GPU_DIRECT_AUTO && mpccl_ucx_gdr_nic() != NULL);
 }
 
+int mpccl_ucx_version_at_least(unsigned major, unsigned minor)
+{
+    unsigned ma, mi, rel;
+    ucp_get_version(&ma, &mi, &rel);
+    return ma > major || (ma == major && mi >= minor);
+}
+
 /* Whether this UCX takes a transport's settings (TCP_...) through
  * ucp_config_modify: 1.22 does; 1.13 ignores them and warns at every worker
  * ("invalid configurations"); the versions between were not checked. */
-static int takes_transport_settings(void)
-{
-    unsigned major, minor, release;
-    ucp_get_version(&major, &minor, &release);
-    return major > 1 || (major == 1 && minor >= 22);
-}
+static int takes_transport_settings(void) { return mpccl_ucx_version_at_least(1, 22); }
 
 /* UCX setting name (UCX_<name> in the environment) = value, unless the user
  * set it. */
