@@ -305,19 +305,31 @@ static int64_t in_offset(mpccl_coll_t c, int r, int root, int64_t k)
     }
 }
 
+/* n ranks (at most 8) as one node (n odd) or two equal nodes; this rank r. */
+typedef struct test_topo {
+    int node_of[8], local[8], size[2];
+    mpccl_topo_t t;
+} test_topo_t;
+
+static void make_topo(test_topo_t *x, int n, int r)
+{
+    int nn = n % 2 == 0 ? 2 : 1;
+    for (int i = 0; i < n; i++) x->node_of[i] = i / (n / nn), x->local[i] = i % (n / nn);
+    x->size[0] = x->size[1] = n / nn;
+    x->t = (mpccl_topo_t){r, n, nn, x->node_of, x->local, x->size};
+}
+
 START_TEST(real_plans_sound)
 {
-    int node_of[8], local[8], size[2];
+    test_topo_t tt;
     long nlocal = 0, ndeps = 0;
     for (size_t ci = 0; ci < sizeof(combos) / sizeof(combos[0]); ci++)
         for (int n = 2; n <= 8; n += 3) /* 2, 5, 8 */
             for (int inp = 0; inp < 2; inp++) {
                 uint64_t counts[] = {1, 7, 1021, 4096 + rnd() % 5000};
                 for (size_t k = 0; k < 4; k++) {
-                    int nn = n % 2 == 0 ? 2 : 1, r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
-                    for (int x = 0; x < n; x++) node_of[x] = x / (n / nn), local[x] = x % (n / nn);
-                    size[0] = size[1] = n / nn;
-                    mpccl_topo_t topo = {r, n, nn, node_of, local, size};
+                    int r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
+                    make_topo(&tt, n, r);
                     mpccl_plan_params_t p = {256, {MPCCL_ALGO_AUTO}, 0};
                     p.forced[combos[ci].coll] = combos[ci].algo;
                     int prescale = rnd() % 4 == 0;
@@ -325,7 +337,7 @@ START_TEST(real_plans_sound)
                                            root, inp};
                     if ((d.coll == MPCCL_COLL_GATHER || d.coll == MPCCL_COLL_SCATTER) && r != root) d.in_place = 0;
                     mpccl_sched_t s;
-                    ck_assert_int_eq(mpccl_plan(&topo, &d, &p, &s), MPCCL_OK);
+                    ck_assert_int_eq(mpccl_plan(&tt.t, &d, &p, &s), MPCCL_OK);
                     int alias = d.in_place && !prescale;
                     int64_t off = in_offset(d.coll, r, root, (int64_t)d.count);
                     mpccl_inout_t io = alias ? MPCCL_INOUT_OFFSET : MPCCL_INOUT_DISTINCT;
@@ -499,21 +511,19 @@ START_TEST(msg_ctas_cover_messages)
     ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 1, 4, 1 << 20), 1);
     check_msg_ctas(&s, 4, 4, 32768, "hand");
     mpccl_sched_free(&s);
-    int node_of[8], local[8], size[2];
+    test_topo_t tt;
     static const uint32_t widths[] = {1, 3, 4, 16};
     static const uint32_t mins[] = {0, 4096, 32768};
     for (size_t ci = 0; ci < sizeof(combos) / sizeof(combos[0]); ci++)
         for (int n = 2; n <= 8; n += 3) {
             uint64_t counts[] = {1, 7, 8193, 300000 + rnd() % 5000};
             for (size_t k = 0; k < 4; k++) {
-                int nn = n % 2 == 0 ? 2 : 1, r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
-                for (int x = 0; x < n; x++) node_of[x] = x / (n / nn), local[x] = x % (n / nn);
-                size[0] = size[1] = n / nn;
-                mpccl_topo_t topo = {r, n, nn, node_of, local, size};
+                int r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
+                make_topo(&tt, n, r);
                 mpccl_plan_params_t p = {256 << 10, {MPCCL_ALGO_AUTO}, 0};
                 p.forced[combos[ci].coll] = combos[ci].algo;
                 mpccl_coll_desc_t d = {combos[ci].coll, counts[k], ncclFloat32, MPCCL_OP_SUM, 0, 0, root, 0};
-                ck_assert_int_eq(mpccl_plan(&topo, &d, &p, &s), MPCCL_OK);
+                ck_assert_int_eq(mpccl_plan(&tt.t, &d, &p, &s), MPCCL_OK);
                 char what[128];
                 for (int w = 0; w < 4; w++) {
                     uint32_t G = widths[w], min = mins[rnd() % 3];
