@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "gpu/gpu_proxy_impl.h"
@@ -243,7 +244,7 @@ int mpccl_proxy_detach_step(mpccl_proxy_comm_t *pc, int mode)
     }
     if (pc->detach_phase == 0) {
         int64_t ms = mode == DETACH_FORCE ? 0 : mpccl_config_int("UCX_CLOSE_TIMEOUT");
-        pc->deadline = mpccl_proxy_now_ns() + ms * 1000000;
+        pc->deadline = mpccl_now_ns() + ms * 1000000;
         pc->detach_phase = 1;
     }
     if (pc->detach_phase == 1) {
@@ -255,7 +256,7 @@ int mpccl_proxy_detach_step(mpccl_proxy_comm_t *pc, int mode)
                 else if (os_rma_chan(pc, &pc->peers[k], g)) mpccl_proxy_serve_os_rma(pc, &pc->peers[k]);
                 else serve_tx(pc, &pc->peers[k], g);
         t->ops->progress(t);
-        if (in_flight(pc, 1, 0) > 0 && mpccl_proxy_now_ns() < pc->deadline) return 1;
+        if (in_flight(pc, 1, 0) > 0 && mpccl_now_ns() < pc->deadline) return 1;
         /* A cancelled send is detached from us, but UCX may still read the slot. */
         if (in_flight(pc, 1, 1) > 0) {
             pc->leak = 1;
@@ -267,7 +268,7 @@ int mpccl_proxy_detach_step(mpccl_proxy_comm_t *pc, int mode)
     }
     t->ops->progress(t);
     int pending = in_flight(pc, 0, 0);
-    if (pending > 0 && mpccl_proxy_now_ns() < pc->deadline) return 1;
+    if (pending > 0 && mpccl_now_ns() < pc->deadline) return 1;
     if (pending > 0) {
         /* Matched receives UCX would not cancel: it will write into the slots
          * and the requests, so neither may be freed. */
@@ -294,9 +295,10 @@ int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc)
     if (!pc->started) return 1;
     /* Launches posted and not done, one of which uses this lane (lane 0:
      * every launch); the counts of launches done cover every lane's. */
+    const mpccl_proxy_comm_t *lead = pc->lead ? pc->lead : pc;
     for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++) {
         uint32_t done = *pc->done[k];
-        if ((int32_t)(__atomic_load_n(&pc->posted[k], __ATOMIC_SEQ_CST) - done) > 0 &&
+        if ((int32_t)(__atomic_load_n(&lead->posted[k], __ATOMIC_SEQ_CST) - done) > 0 &&
             (pc->lane == 0 || (int32_t)(__atomic_load_n(&pc->needed[k], __ATOMIC_SEQ_CST) - done) > 0))
             return 1;
     }
@@ -563,8 +565,8 @@ void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force)
 void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches, uint32_t ctas)
 {
     if (pc == NULL || pc->npeers == 0 || kind < 0 || kind >= MPCCL_PROXY_WORK_KINDS) return;
+    uint32_t now = __atomic_add_fetch(&pc->posted[kind], launches, __ATOMIC_SEQ_CST); /* pc: lane 0 */
     for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) {
-        uint32_t now = __atomic_add_fetch(&x->posted[kind], launches, __ATOMIC_SEQ_CST);
         if (x->lane != 0 && x->lane >= ctas) continue; /* none of its channels is in these launches */
         if ((int32_t)launches > 0) __atomic_store_n(&x->needed[kind], now, __ATOMIC_SEQ_CST);
         mpccl_proxy_wake_lane((int)x->lane);

@@ -60,7 +60,7 @@ struct mpccl_proxy_comm {
     /* Posted work (mpccl_proxy_post) per kind: launches announced by the host,
      * and the count of them the kernels reported done (pinned memory at the end
      * of the staging, one line each; done_dev: device views). */
-    uint32_t posted[MPCCL_PROXY_WORK_KINDS];
+    uint32_t posted[MPCCL_PROXY_WORK_KINDS]; /* lane 0's only: the other lanes read their lead's */
     uint32_t needed[MPCCL_PROXY_WORK_KINDS]; /* posted as of the last launch that uses this lane */
     volatile uint32_t *done[MPCCL_PROXY_WORK_KINDS];
     uint32_t *done_dev[MPCCL_PROXY_WORK_KINDS];
@@ -160,7 +160,6 @@ int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc);
 mpccl_status_t mpccl_proxy_thread_add(mpccl_proxy_comm_t *pc);
 void mpccl_proxy_thread_leave(mpccl_proxy_comm_t *pc);
 void mpccl_proxy_thread_detach(mpccl_proxy_comm_t *const *pcs, int n, int force);
-int64_t mpccl_proxy_now_ns(void);
 
 /* The first failure stops the communicator (gpu_proxy.c); returns 1. */
 int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "gpu/gpu_proxy_impl.h"
@@ -32,13 +33,6 @@ typedef struct lane_thread {
 #define LANE_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0}
 static lane_thread_t P[MPCCL_PROXY_MAX_LANES] = {LANE_INIT, LANE_INIT, LANE_INIT, LANE_INIT,
                                                  LANE_INIT, LANE_INIT, LANE_INIT, LANE_INIT};
-
-int64_t mpccl_proxy_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* MPCCL_PROXY_SPIN_US (busy polling after the last activity), MPCCL_PROXY_YIELD_US
  * (then sched_yield polling), MPCCL_PROXY_SLEEP_US (then, while posted work is
@@ -130,7 +124,7 @@ static void backoff(backoff_t *b, int act, mpccl_proxy_comm_t **snap, size_t nsn
         b->quiet_wakes = 0;
         return;
     }
-    int64_t now = mpccl_proxy_now_ns();
+    int64_t now = mpccl_now_ns();
     if (b->idle_since == 0) b->idle_since = now;
     int64_t idle = now - b->idle_since;
     if (idle < b->cfg.spin_ns) return;

@@ -56,7 +56,5 @@ void mpccl_ucx_post_revoke_recv(mpccl_ucx_tp_t *tp);
  * is connected, all lanes, bounded by MPCCL_BOOTSTRAP_TIMEOUT; every rank of
  * the transport calls it at creation.  Fails naming a peer that died meanwhile. */
 mpccl_status_t mpccl_ucx_complete_wireup(mpccl_ucx_tp_t *tp);
-/* CLOCK_MONOTONIC in ns, for the transport's deadlines. */
-int64_t mpccl_ucx_now_ns(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "ucx.h"
@@ -49,13 +50,6 @@ static const char *err_mode_setting(void)
         v = "auto";
     }
     return v;
-}
-
-int64_t mpccl_ucx_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* ---- completion ---- */
@@ -368,7 +362,7 @@ static int ucx_progress(mpccl_transport_t *t)
 static void ucx_idle(mpccl_transport_t *t)
 {
     mpccl_ucx_tp_t *tp = t->impl;
-    int64_t now = mpccl_ucx_now_ns();
+    int64_t now = mpccl_now_ns();
     if (tp->idle_since == 0) tp->idle_since = now;
     if (tp->efd < 0 || tp->idle_ns == 0 || now - tp->idle_since < tp->spin_ns) {
         sched_yield();
@@ -420,7 +414,7 @@ static int wait_bounded(mpccl_ucx_tp_t *tp, ucs_status_ptr_t sp, int64_t deadlin
     if (sp == NULL) return 1;
     if (UCS_PTR_IS_ERR(sp)) return 0;
     int complete;
-    while (!(complete = ucp_request_check_status(sp) != UCS_INPROGRESS) && mpccl_ucx_now_ns() < deadline)
+    while (!(complete = ucp_request_check_status(sp) != UCS_INPROGRESS) && mpccl_now_ns() < deadline)
         if (ucp_worker_progress(tp->worker) == 0) sched_yield();
     ucp_request_free(sp);
     return complete;
@@ -440,7 +434,7 @@ static void ucx_close(mpccl_transport_t *t, int force)
 {
     mpccl_ucx_tp_t *tp = t->impl;
     int nranks = t->nranks, i;
-    int64_t deadline = mpccl_ucx_now_ns() + (force ? 0 : tp->close_timeout_ms * 1000000);
+    int64_t deadline = mpccl_now_ns() + (force ? 0 : tp->close_timeout_ms * 1000000);
     int flushed = 0;
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof(prm));

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "bootstrap/bootstrap_net.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "ucx_tp.h"
 
@@ -44,7 +45,7 @@ static mpccl_status_t wait_step(wireup_t *w, const char *what, int pending, int 
         snprintf(msg, sizeof(msg), "rank %d: UCX endpoints %s", t->rank, what);
         return mpccl_bootstrap_fail_cancelled(msg);
     }
-    if (mpccl_ucx_now_ns() > w->deadline_ns)
+    if (mpccl_now_ns() > w->deadline_ns)
         return mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: %d UCX peers (the first rank %d) not done %s after %d s "
                           "(MPCCL_BOOTSTRAP_TIMEOUT)", t->rank, pending, first_late, what,
                           mpccl_bootstrap_timeout_s());
@@ -133,7 +134,7 @@ mpccl_status_t mpccl_ucx_complete_wireup(mpccl_ucx_tp_t *tp)
         return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the UCX wireup of %d ranks", n);
     }
     for (int i = 0; i < 2 * n; i++) reqs[i].done = 1; /* not posted */
-    wireup_t w = {.tp = tp, .deadline_ns = mpccl_ucx_now_ns() + (int64_t)mpccl_bootstrap_timeout_s() * 1000000000};
+    wireup_t w = {.tp = tp, .deadline_ns = mpccl_now_ns() + (int64_t)mpccl_bootstrap_timeout_s() * 1000000000};
     mpccl_status_t st = flush_all(&w, sp);
     if (st == MPCCL_OK) st = exchange_notes(&w, reqs, reqs + n);
     /* On failure: flushes still pending are dropped, notes still posted are
