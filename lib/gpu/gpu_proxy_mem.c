@@ -125,6 +125,13 @@ static int choose_direct(int dev, int *ordered, const char **why)
     return 1;
 }
 
+int mpccl_gpu_proxy_direct_planned(int dev)
+{
+    int ordered = 0;
+    const char *why = NULL;
+    return choose_direct(dev, &ordered, &why);
+}
+
 int mpccl_gpu_proxy_memory(ncclComm_t comm, mpccl_proxy_alloc_t *a, const char **why)
 {
     memset(a, 0, sizeof(*a));

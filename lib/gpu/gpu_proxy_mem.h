@@ -13,4 +13,8 @@
  * staging; *why says why (for the INFO line naming the path). */
 int mpccl_gpu_proxy_memory(ncclComm_t comm, mpccl_proxy_alloc_t *a, const char **why);
 
+/* Whether mpccl_gpu_proxy_memory will choose GPU-direct on device dev (the
+ * same decision, taken before the communicator's geometry is agreed). */
+int mpccl_gpu_proxy_direct_planned(int dev);
+
 #endif
