@@ -9,7 +9,6 @@
  * segment created by the receiver. */
 #define _GNU_SOURCE
 #include "gpu/gpu_comm.h"
-#include "gpu/gpu_proxy_mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -291,8 +290,7 @@ static mpccl_status_t local_init(mpccl_gpu_comm_t *g, const mpccl_topo_t *topo, 
     MPCCL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->dev));
     int p2p_disable;
     int alone = topo->nnodes > 1 && topo->nnodes == topo->nranks; /* one rank per node */
-    int direct = alone && mpccl_gpu_proxy_direct_planned(g->dev);
-    gpu_settings(sms, alone ? topo->nranks - 1 : 0, direct, &me->nctas, &me->slot_bytes, &me->cta_min_bytes,
+    gpu_settings(sms, alone ? topo->nranks - 1 : 0, alone && g->direct, &me->nctas, &me->slot_bytes, &me->cta_min_bytes,
                  &p2p_disable);
     me->p2p_disable = p2p_disable;
     MPCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
@@ -506,7 +504,7 @@ out:
     return st;
 }
 
-mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev,
+mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev, int direct,
                                      mpccl_gpu_comm_t **out)
 {
     if (bs == NULL || topo == NULL || out == NULL || topo->nranks != bs->nranks || topo->rank != bs->rank)
@@ -520,6 +518,7 @@ mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *
     mpccl_gpu_comm_t *g = calloc(1, sizeof(*g));
     if (g == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "GPU communicator: out of memory");
     g->dev = cuda_dev;
+    g->direct = direct;
     g->rank = bs->rank;
     g->nranks = bs->nranks;
     int saved = -1;

@@ -38,6 +38,8 @@ typedef struct mpccl_gpu_comm {
     int rank, nranks;
     uint32_t nctas, nslots, slot_bytes;
     uint32_t cta_min_bytes;      /* mpccl_dev_partition's min_bytes */
+    int direct;                  /* this rank's slots to other nodes will be device memory
+                                  * (GPU-direct, gpu_proxy_mem.c): its geometry proposal */
     mpccl_dev_link_t *links_host; /* [nranks] host copy; PROXY entries are the proxy's to fill */
     mpccl_dev_comm_t *dcomm;      /* device copy of the communicator (mpccl_gpu_comm_commit) */
     mpccl_dev_link_t *dlinks;     /* device copy of links_host, dcomm->links */
@@ -58,9 +60,10 @@ typedef struct mpccl_gpu_comm {
 /* Collective over bs (the ranks of topo): binds cuda_dev, agrees on the
  * geometry, builds and maps the mailboxes, fills links_host (NONE for this
  * rank, NVLINK / HOST for peers of the same node, PROXY with NULL pointers for
- * other nodes) and uploads it.  Every rank returns an error when any rank
- * failed. */
-mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev,
+ * other nodes) and uploads it.  direct: this rank will move its pieces to
+ * other nodes GPU-direct (mpccl_gpu_proxy_direct_planned), which its geometry
+ * proposal follows.  Every rank returns an error when any rank failed. */
+mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev, int direct,
                                      mpccl_gpu_comm_t **out);
 /* Uploads links_host (e.g. after the proxy filled the PROXY links) and the
  * communicator header into dcomm.  Synchronous on a private stream. */

@@ -18,6 +18,7 @@
 #include "gpu/gpu_launch.h"
 #include "algo/algo.h"
 #include "gpu/gpu_plan.h"
+#include "gpu/gpu_proxy_mem.h"
 #include "gpu/gpu_proxy_work.h"
 #include "kernels/engine.h"
 #include "util/log.h"
@@ -37,7 +38,8 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     comm->gpu = s;
     MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_kernels_load(comm->cuda_dev), st, out);
-    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, &s->g), st, out);
+    int direct = comm->topo.nnodes > 1 && mpccl_gpu_proxy_direct_planned(comm->cuda_dev);
+    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, direct, &s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_abort_create(&s->g->abort), st, out);
     /* Between nodes the engine needs the proxy from the start; a node's peers
      * without P2P need it only for one-sided operations, so it waits for the

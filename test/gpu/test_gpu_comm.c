@@ -166,7 +166,7 @@ static void rank_body(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int dev, 
         FAIL(res, "rank %d: cudaSetDevice(%d) failed", bs->rank, dev);
         return;
     }
-    mpccl_status_t st = mpccl_gpu_comm_create(bs, topo, dev, &g);
+    mpccl_status_t st = mpccl_gpu_comm_create(bs, topo, dev, 0, &g);
     if (st != MPCCL_OK) {
         FAIL(res, "rank %d: mpccl_gpu_comm_create: %s", bs->rank, mpccl_last_error());
         return;
