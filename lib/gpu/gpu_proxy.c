@@ -17,7 +17,7 @@
 #include "gpu/gpu_proxy_wake.h"
 
 #ifndef MPCCL_REQ_HAS_BYTES
-#error "the proxy needs the received length of each piece (mpccl_req_t.bytes) for rx_len"
+#error "the proxy needs the received length of each piece (mpccl_req_t.bytes) for rx_word"
 #endif
 
 /* ---- serving one communicator (proxy thread only) ---- */
@@ -167,9 +167,10 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
             pc->alloc.flush(pc->alloc.ctx);
             pc->flushed = 1;
         }
-        pe->rx_len[i] = (uint32_t)r->bytes;
-        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* data and len before ready */
-        pe->rx_ready[i] = p + 1;
+        /* ready and length in one aligned 64-bit store: the kernel reads
+         * both with one load over PCIe */
+        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the data before the word */
+        __atomic_store_n(&pe->rx_word[i], ((uint64_t)r->bytes << 32) | (uint64_t)(p + 1), __ATOMIC_RELAXED);
         c->rx_pub++;
         act++;
     }

@@ -8,7 +8,7 @@
  * GPU and the transport touch, mpccl_proxy_alloc_t.alloc_slots): the kernel
  * writes a piece into a tx slot and raises tx_ready; the proxy sends it with
  * the transport and raises tx_ack when the send completed.  The proxy pre-posts nslots receives per (peer, g) into
- * rx slots, raises rx_ready when one completes, and re-posts the slot once the
+ * rx slots, raises rx_word (ready and length) when one completes, and re-posts the slot once the
  * kernel raised rx_ack past it.
  *
  * Ownership of the transport: once a transport is attached, its worker belongs
@@ -65,7 +65,7 @@ typedef struct mpccl_proxy_alloc {
     int slots_kind;
     /* Optional, with alloc_slots: bind runs on the proxy thread before it drives
      * the transport for this communicator (makes its device current); flush runs
-     * there after receives into those slots completed and before their rx_ready
+     * there after receives into those slots completed and before their rx_word
      * is raised (makes writes of a NIC visible to the kernel where the device
      * does not order them). */
     void (*bind)(void *ctx);

@@ -14,7 +14,7 @@
 typedef struct proxy_chan {
     uint32_t tx_next;   /* next piece the kernel will raise tx_ready for */
     uint32_t tx_done;   /* pieces sent and acknowledged (the value of tx_ack) */
-    uint32_t rx_pub;    /* next piece to hand to the kernel (rx_ready) */
+    uint32_t rx_pub;    /* next piece to hand to the kernel (rx_word) */
     uint32_t rx_posted; /* pieces whose receive has been posted */
 } proxy_chan_t;
 
@@ -30,7 +30,8 @@ typedef struct proxy_peer {
     char *os_tx_dev;       /* its device data slots [slot] (GPU-direct puts), else NULL */
     mpccl_req_t *sig_req;  /* [os_nslots] GPU-direct puts: the signal's put of each slot */
     volatile uint32_t *tx_ready, *tx_len, *tx_ack;
-    volatile uint32_t *rx_ready, *rx_len, *rx_ack;
+    volatile uint64_t *rx_word; /* [g][slot]: ready (low half) and length (high half), one store */
+    volatile uint32_t *rx_ack;
     const char *os_rx_dev;          /* device view of os_rx (one-sided delivery) */
     volatile uint32_t *rx_ack_dev;  /* device view of rx_ack */
     proxy_chan_t *chan;   /* [nchan] */
@@ -129,7 +130,7 @@ static inline uint32_t peer_chan(const proxy_peer_t *pe, uint32_t g) { return g 
  * are either part of it (cta_tx, cta_rx) or, with alloc_slots, at the same
  * offsets of the peer's slot block (dev_bytes). */
 typedef struct layout {
-    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_ack, rx_ready, rx_len, rx_ack, bytes;
+    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_ack, rx_word, rx_ack, bytes;
     size_t os_dev;     /* split: the one-sided data slots in the slot block */
     size_t dev_bytes;
 } layout_t;

@@ -72,7 +72,7 @@ static void device_bind(void *ctx)
 
 /* Writes a NIC made into device memory reach the kernel in order only where
  * the device orders them for its own accesses; elsewhere they are flushed
- * before the proxy raises rx_ready (a CUDA call on the proxy thread per pass
+ * before the proxy raises rx_word (a CUDA call on the proxy thread per pass
  * with arrivals: only on such devices). */
 static void device_flush(void *ctx)
 {

@@ -12,6 +12,7 @@ layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots,
     size_t nslot_total = ncta_slots + nos_slots;
     size_t os = ALIGN_UP(nos_slots * slot_bytes, 128), cta = ALIGN_UP(ncta_slots * slot_bytes, 128);
     size_t words = ALIGN_UP(nslot_total * 4, 128), acks = ALIGN_UP((size_t)nchan * 4, 128);
+    size_t rx_words = ALIGN_UP(nslot_total * 8, 128);
     l.os_tx = 0;
     l.os_rx = os;
     size_t end = 2 * os;
@@ -29,9 +30,8 @@ layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots,
     }
     l.tx_ready = end;
     l.tx_len = l.tx_ready + words;
-    l.rx_ready = l.tx_len + words;
-    l.rx_len = l.rx_ready + words;
-    l.tx_ack = l.rx_len + words;
+    l.rx_word = l.tx_len + words;
+    l.tx_ack = l.rx_word + rx_words;
     l.rx_ack = l.tx_ack + acks;
     l.bytes = ALIGN_UP(l.rx_ack + acks, 4096); /* slots page-aligned for registration */
     return l;
@@ -54,8 +54,7 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
     pe->tx_ready = (volatile uint32_t *)(h + l->tx_ready);
     pe->tx_len = (volatile uint32_t *)(h + l->tx_len);
     pe->tx_ack = (volatile uint32_t *)(h + l->tx_ack);
-    pe->rx_ready = (volatile uint32_t *)(h + l->rx_ready);
-    pe->rx_len = (volatile uint32_t *)(h + l->rx_len);
+    pe->rx_word = (volatile uint64_t *)(h + l->rx_word);
     pe->rx_ack = (volatile uint32_t *)(h + l->rx_ack);
     pe->os_rx_dev = d + l->os_rx;
     /* A one-sided-only peer (first_chan set already) has no slot block. */
@@ -71,8 +70,7 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
     link->tx_len = (volatile uint32_t *)(d + l->tx_len);
     link->tx_ack = (volatile uint32_t *)(d + l->tx_ack);
     link->rx_slots = cta_d + l->cta_rx;
-    link->rx_ready = (volatile uint32_t *)(d + l->rx_ready);
-    link->rx_len = (volatile uint32_t *)(d + l->rx_len);
+    link->rx_word = (volatile uint64_t *)(d + l->rx_word);
     link->rx_ack = (volatile uint32_t *)(d + l->rx_ack);
     if (os_link) { /* channel nctas: the one-sided put kernel's side */
         size_t c = pc->nctas - pe->first_chan, words = (size_t)pc->nctas * pc->nslots - pe->first_slot;

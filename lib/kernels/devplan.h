@@ -73,8 +73,11 @@ typedef struct mpccl_dev_link {
     volatile uint32_t *tx_ack;       /* [cta], in this rank's memory; the peer (or proxy) writes it */
     /* receiving from the peer */
     const char *rx_slots;            /* in this rank's mailbox / staging */
-    volatile uint32_t *rx_ready;     /* [cta][slot] */
-    volatile uint32_t *rx_len;       /* [cta][slot] */
+    volatile uint32_t *rx_ready;     /* [cta][slot] (NVLINK/HOST) */
+    volatile uint32_t *rx_len;       /* [cta][slot] (NVLINK/HOST) */
+    volatile uint64_t *rx_word;      /* [cta][slot] (PROXY, instead of the two above): ready in the
+                                      * low half, length in the high half, one store by the proxy,
+                                      * so one load over PCIe tells the kernel both */
     volatile uint32_t *rx_ack;       /* [cta], in the peer's memory (or staging for the proxy) */
 } mpccl_dev_link_t;
 

@@ -37,15 +37,16 @@ static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
         ck_assert(!in_slot_block(&w->heap[rank], (const void *)l->rx_ack, 4));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_ready, words));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_len, words));
-        ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_ready, words));
-        ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_len, words));
+        ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_word, 2 * words));
+        ck_assert_uint_eq((uintptr_t)l->rx_word % 8, 0); /* one aligned store and load */
+        ck_assert(l->rx_ready == NULL && l->rx_len == NULL);
         ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_ack, acks));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_ack, acks));
         ck_assert_uint_eq((uintptr_t)l->tx_slots % 16, 0);
         ck_assert_uint_eq((uintptr_t)l->rx_slots % 16, 0);
         ck_assert(l->rx_slots >= l->tx_slots + slots || l->tx_slots >= l->rx_slots + slots);
         for (size_t k = 0; k < words / 4; k++)
-            ck_assert(l->tx_ready[k] == 0 && l->tx_len[k] == 0 && l->rx_len[k] == 0);
+            ck_assert(l->tx_ready[k] == 0 && l->tx_len[k] == 0 && l->rx_word[k] == 0);
         for (size_t k = 0; k < acks / 4; k++) ck_assert(l->tx_ack[k] == 0 && l->rx_ack[k] == 0);
         for (int j = 0; j < i; j++)
             if (w->remote[rank][j] == MPCCL_PROXY_REMOTE) ck_assert_ptr_ne(links[j].tx_slots, l->tx_slots);
@@ -136,7 +137,7 @@ static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
             usleep(1000);
         }
         ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_ERR_INTERNAL);
-        ck_assert_uint_eq(links[0].rx_ready[0], 0); /* never handed to the kernel */
+        ck_assert_uint_eq(links[0].rx_word[0], 0); /* never handed to the kernel */
         printf("test_error: rank 1 reports %s: %s\n", mpccl_status_name(mpccl_proxy_error(pc)), mpccl_last_error());
     }
     mpccl_bootstrap_barrier(bs);
