@@ -245,7 +245,7 @@ typedef struct {
     uint64_t host_hash;
     uint64_t nonce;
     unsigned char uuid[16];
-    uint32_t nctas, slot_bytes, cta_min_bytes;
+    uint32_t nctas, slot_bytes, cta_min_bytes, proxy_ll_bytes;
     int32_t p2p_disable;
     int32_t dev;
 } rank_info_t;
@@ -293,6 +293,9 @@ static mpccl_status_t local_init(mpccl_gpu_comm_t *g, const mpccl_topo_t *topo, 
     gpu_settings(sms, alone ? topo->nranks - 1 : 0, alone && g->direct, &me->nctas, &me->slot_bytes, &me->cta_min_bytes,
                  &p2p_disable);
     me->p2p_disable = p2p_disable;
+    /* LL pieces need the slots in host memory, where the proxy checks their
+     * flags and zeroes them (devplan.h); GPU-direct ranks propose none */
+    me->proxy_ll_bytes = g->direct ? 0 : (uint32_t)setting("PROXY_LL_BYTES", 4096, 0, MPCCL_PROXY_LL_MAX, 1);
     MPCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     MPCCL_CHECK(mpccl_ipc_device_uuid(g->dev, me->uuid));
     return MPCCL_OK;
@@ -454,11 +457,14 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
     g->nctas = info[0].nctas;
     g->slot_bytes = info[0].slot_bytes;
     g->cta_min_bytes = info[0].cta_min_bytes;
+    g->proxy_ll_bytes = info[0].proxy_ll_bytes;
     for (int r = 1; r < n; r++) {
+        if (info[r].proxy_ll_bytes < g->proxy_ll_bytes) g->proxy_ll_bytes = info[r].proxy_ll_bytes;
         if (info[r].nctas < g->nctas) g->nctas = info[r].nctas;
         if (info[r].slot_bytes < g->slot_bytes) g->slot_bytes = info[r].slot_bytes;
         if (info[r].cta_min_bytes < g->cta_min_bytes) g->cta_min_bytes = info[r].cta_min_bytes;
     }
+    if (g->proxy_ll_bytes > g->slot_bytes / 2) g->proxy_ll_bytes = g->slot_bytes / 2; /* lines: twice the bytes */
     g->nslots = MPCCL_GPU_NSLOTS;
     g->nonce = info[0].nonce;
 
@@ -539,8 +545,9 @@ mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *
         proxy += g->links_host[j].kind == MPCCL_LINK_PROXY;
     }
     MPCCL_INFO(MPCCL_SUB_INIT, "GPU comm rank %d/%d on device %d: %u CTAs x %u slots x %u bytes, at least %u "
-               "bytes per CTA and step, mailbox %zu bytes, links: %d P2P, %d host memory, %d proxy", g->rank, g->nranks, g->dev, g->nctas, g->nslots,
-               g->slot_bytes, g->cta_min_bytes, g->mailbox_bytes, nv, host, proxy);
+               "bytes per CTA and step, mailbox %zu bytes, links: %d P2P, %d host memory, %d proxy (LL pieces up to "
+               "%u bytes)", g->rank, g->nranks, g->dev, g->nctas, g->nslots, g->slot_bytes, g->cta_min_bytes,
+               g->mailbox_bytes, nv, host, proxy, proxy ? g->proxy_ll_bytes : 0);
     *out = g;
     return MPCCL_OK;
 }
@@ -555,6 +562,7 @@ mpccl_status_t mpccl_gpu_comm_commit(mpccl_gpu_comm_t *g)
     h.nslots = g->nslots;
     h.slot_bytes = g->slot_bytes;
     h.cta_min_bytes = g->cta_min_bytes;
+    h.proxy_ll_bytes = g->proxy_ll_bytes;
     h.links = g->dlinks;
     h.tx_seq = g->tx_seq;
     h.rx_seq = g->rx_seq;

@@ -78,6 +78,45 @@ static mpccl_status_t slot_recv(mpccl_proxy_comm_t *pc, int peer, uint32_t g, ui
              : pc->t->ops->irecv(pc->t, peer, tag, buf, bytes, req);
 }
 
+/* Piece p of pe's channel g (slot index i) as the kernel raised it: 1 with
+ * its length once all of it is in the staging, else 0.  The one-sided
+ * channel's kernel fences a piece before ready / len; the CTAs' raise it in
+ * one word (devplan.h), fenced, or as LL lines whose flags tell when each
+ * line is here.  -1: an LL piece the proxy cannot read (device slots). */
+static int tx_piece(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, size_t i, uint32_t p, uint32_t *len)
+{
+    if (g == pc->nctas) {
+        if (pe->tx_ready[i] != p + 1) return 0;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* len and data after ready */
+        *len = pe->tx_len[i];
+        return 1;
+    }
+    uint64_t w = __atomic_load_n(&pe->tx_word[i], __ATOMIC_ACQUIRE);
+    if ((uint32_t)w != p + 1) return 0;
+    uint32_t hi = (uint32_t)(w >> 32);
+    *len = hi & ~MPCCL_PROXY_LL_BIT;
+    if (!(hi & MPCCL_PROXY_LL_BIT)) return 1;
+    if (pc->slots || *len % 16 || *len > 2 * MPCCL_PROXY_LL_MAX) return -1;
+    const volatile uint32_t *line = (const volatile uint32_t *)slot_ptr(pc, pe, 0, g, p % pc->nslots);
+    uint32_t f = MPCCL_PROXY_LL_FLAG(p);
+    for (uint32_t k = 0; k < *len / 4; k += 4)
+        if (line[k + 1] != f || line[k + 3] != f) return 0; /* a line still on its way */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return 1;
+}
+
+/* After piece p of channel g was sent from staging: its first bytes (where LL
+ * lines go) back to zero before the kernel may refill the slot, so that no
+ * word of an earlier piece can pass for an LL flag. */
+static void tx_clear(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, size_t i, uint32_t p)
+{
+    uint32_t ll = __atomic_load_n(&pc->ll_bytes, __ATOMIC_RELAXED);
+    if (g >= pc->nctas || pc->slots || ll == 0) return;
+    uint32_t len = (uint32_t)(__atomic_load_n(&pe->tx_word[i], __ATOMIC_RELAXED) >> 32) & ~MPCCL_PROXY_LL_BIT;
+    uint32_t span = 16u * MPCCL_PROXY_LL_LINES(ll);
+    memset(slot_ptr(pc, pe, 0, g, p % pc->nslots), 0, len < span ? len : span);
+}
+
 static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint32_t p)
 {
     uint32_t s = p % chan_slots(pc, g);
@@ -112,9 +151,12 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
     while (c->tx_next - c->tx_done < K) {
         uint32_t p = c->tx_next;
         size_t i = peer_slot(pc, pe, g, p % K);
-        if (pe->tx_ready[i] != p + 1) break;
-        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* len and data after ready */
-        uint32_t len = pe->tx_len[i];
+        uint32_t len = 0;
+        int here = tx_piece(pc, pe, g, i, p, &len);
+        if (here == 0) break;
+        if (here < 0)
+            return mpccl_proxy_fail(pc, MPCCL_ERR_INTERNAL, "sending (an LL piece the proxy cannot read)", p, g,
+                                    pe->rank);
         if (len > pc->slot_bytes)
             return mpccl_proxy_fail(pc, MPCCL_ERR_INTERNAL, "sending (the kernel gave a length over the slot size)",
                         p, g, pe->rank);
@@ -133,6 +175,7 @@ static int serve_tx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         if (r->status != MPCCL_OK) return mpccl_proxy_fail(pc, r->status, "sending", done, g, pe->rank);
         MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u to rank %d sent", pc->rank, done, g,
                     pe->rank);
+        tx_clear(pc, pe, g, peer_slot(pc, pe, g, done % K), done);
         done++;
     }
     return act + publish_tx_ack(pe, g, done);
@@ -310,8 +353,9 @@ int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc)
             proxy_peer_t *pe = &pc->peers[k];
             proxy_chan_t *c = &pe->chan[g];
             uint32_t K = chan_slots(pc, g), ack = pe->rx_ack[peer_chan(pe, g)];
-            if (c->tx_next != c->tx_done || pe->tx_ready[peer_slot(pc, pe, g, c->tx_next % K)] == c->tx_next + 1)
-                return 1;
+            size_t next = peer_slot(pc, pe, g, c->tx_next % K);
+            uint32_t raised = g < pc->nctas ? (uint32_t)pe->tx_word[next] : pe->tx_ready[next];
+            if (c->tx_next != c->tx_done || raised == c->tx_next + 1) return 1;
             if (pe->rx_req[peer_slot(pc, pe, g, c->rx_pub % K)].done && c->rx_pub != c->rx_posted) return 1;
             if (g == pc->nctas && c->rx_posted - c->rx_pub != K) return 1;
             if (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) return 1;
@@ -572,6 +616,11 @@ void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches, uint3
         if ((int32_t)launches > 0) __atomic_store_n(&x->needed[kind], now, __ATOMIC_SEQ_CST);
         mpccl_proxy_wake_lane((int)x->lane);
     }
+}
+
+void mpccl_proxy_set_ll_bytes(mpccl_proxy_comm_t *pc, uint32_t bytes)
+{
+    for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) __atomic_store_n(&x->ll_bytes, bytes, __ATOMIC_RELAXED);
 }
 
 uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host)

@@ -199,6 +199,10 @@ enum { MPCCL_PROXY_WORK_ENGINE = 0, MPCCL_PROXY_WORK_PUT = 1, MPCCL_PROXY_WORK_K
  * thread busy, not every lane's); the one-sided channel is lane 0's. */
 #define MPCCL_PROXY_ALL_CTAS 0xffffffffu
 void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches, uint32_t ctas);
+
+/* The largest LL piece the kernels send (the communicator's proxy_ll_bytes,
+ * devplan.h; 0 by default: none).  Before the first launch. */
+void mpccl_proxy_set_ll_bytes(mpccl_proxy_comm_t *pc, uint32_t bytes);
 /* The done word of kind (device view; NULL when pc has no remote peers);
  * *host, when given, gets its host view. */
 uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host);

@@ -29,7 +29,8 @@ typedef struct proxy_peer {
     char *os_tx, *os_rx;   /* the one-sided channel's slots [slot] (staging) */
     char *os_tx_dev;       /* its device data slots [slot] (GPU-direct puts), else NULL */
     mpccl_req_t *sig_req;  /* [os_nslots] GPU-direct puts: the signal's put of each slot */
-    volatile uint32_t *tx_ready, *tx_len, *tx_ack;
+    volatile uint32_t *tx_ready, *tx_len, *tx_ack; /* tx_ready / tx_len: the one-sided channel */
+    volatile uint64_t *tx_word; /* [g][slot]: the CTAs' raised pieces (devplan.h) */
     volatile uint64_t *rx_word; /* [g][slot]: ready (low half) and length (high half), one store */
     volatile uint32_t *rx_ack;
     const char *os_rx_dev;          /* device view of os_rx (one-sided delivery) */
@@ -75,6 +76,8 @@ struct mpccl_proxy_comm {
      * device memory would call CUDA on the proxy thread.  NULL: none. */
     void *stage_region, *slots_region;
     int flushed;       /* this pass flushed the device's received writes already */
+    uint32_t ll_bytes; /* LL pieces carry at most this (devplan.h): after a send, the
+                        * span their lines could take is zeroed (0: no LL, nothing) */
     int os_rma;        /* one-sided pieces to remote peers are GPU-direct puts (atomic) */
     mpccl_req_t *sig_reqs; /* [npeers][os_nslots] behind each peer's sig_req */
     int npeers;
@@ -130,7 +133,7 @@ static inline uint32_t peer_chan(const proxy_peer_t *pe, uint32_t g) { return g 
  * are either part of it (cta_tx, cta_rx) or, with alloc_slots, at the same
  * offsets of the peer's slot block (dev_bytes). */
 typedef struct layout {
-    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_ack, rx_word, rx_ack, bytes;
+    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_word, tx_ack, rx_word, rx_ack, bytes;
     size_t os_dev;     /* split: the one-sided data slots in the slot block */
     size_t dev_bytes;
 } layout_t;

@@ -30,7 +30,8 @@ layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots,
     }
     l.tx_ready = end;
     l.tx_len = l.tx_ready + words;
-    l.rx_word = l.tx_len + words;
+    l.tx_word = l.tx_len + words;
+    l.rx_word = l.tx_word + rx_words;
     l.tx_ack = l.rx_word + rx_words;
     l.rx_ack = l.tx_ack + acks;
     l.bytes = ALIGN_UP(l.rx_ack + acks, 4096); /* slots page-aligned for registration */
@@ -54,6 +55,7 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
     pe->tx_ready = (volatile uint32_t *)(h + l->tx_ready);
     pe->tx_len = (volatile uint32_t *)(h + l->tx_len);
     pe->tx_ack = (volatile uint32_t *)(h + l->tx_ack);
+    pe->tx_word = (volatile uint64_t *)(h + l->tx_word);
     pe->rx_word = (volatile uint64_t *)(h + l->rx_word);
     pe->rx_ack = (volatile uint32_t *)(h + l->rx_ack);
     pe->os_rx_dev = d + l->os_rx;
@@ -70,6 +72,7 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
     link->tx_len = (volatile uint32_t *)(d + l->tx_len);
     link->tx_ack = (volatile uint32_t *)(d + l->tx_ack);
     link->rx_slots = cta_d + l->cta_rx;
+    link->tx_word = (volatile uint64_t *)(d + l->tx_word);
     link->rx_word = (volatile uint64_t *)(d + l->rx_word);
     link->rx_ack = (volatile uint32_t *)(d + l->rx_ack);
     if (os_link) { /* channel nctas: the one-sided put kernel's side */

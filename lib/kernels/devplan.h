@@ -59,6 +59,18 @@ enum {
                           * the slots in device memory with MPCCL_GPU_DIRECT=1) */
 };
 
+/* LL pieces to another node (PROXY links, staged): a piece of at most the
+ * communicator's proxy_ll_bytes (itself at most MPCCL_PROXY_LL_MAX) travels as
+ * 16-byte lines {data 4 B, flag, data 4 B, flag}, each line one store, the flag
+ * MPCCL_PROXY_LL_FLAG(piece).  The sender raises the piece without a system
+ * fence (1.6 us a piece): the proxy sends it once every line's flags show up
+ * in host memory, and zeroes the slot's lines after the send so that no stale
+ * word can pass for a flag.  tx_word's high half carries MPCCL_PROXY_LL_BIT. */
+#define MPCCL_PROXY_LL_MAX 8192u
+#define MPCCL_PROXY_LL_BIT 0x80000000u
+#define MPCCL_PROXY_LL_FLAG(p) ((uint32_t)(p) | 0x80000000u)
+#define MPCCL_PROXY_LL_LINES(bytes) (((bytes) + 7u) / 8u) /* 16-byte lines of a payload */
+
 /* Where this rank writes to and reads from one peer.  Arrays are indexed
  * [cta][slot] (slot < nslots) and each slot holds slot_bytes.  Piece p of a
  * (pair, cta) channel uses slot p % nslots; ready/len hold p + 1 / the byte count
@@ -71,6 +83,9 @@ typedef struct mpccl_dev_link {
     volatile uint32_t *tx_ready;     /* [cta][slot], next to tx_slots */
     volatile uint32_t *tx_len;       /* [cta][slot] */
     volatile uint32_t *tx_ack;       /* [cta], in this rank's memory; the peer (or proxy) writes it */
+    volatile uint64_t *tx_word;      /* [cta][slot] (PROXY, instead of tx_ready / tx_len): ready in the
+                                      * low half, length (| MPCCL_PROXY_LL_BIT) in the high half, one
+                                      * store, so the proxy never pairs a ready with a stale length */
     /* receiving from the peer */
     const char *rx_slots;            /* in this rank's mailbox / staging */
     volatile uint32_t *rx_ready;     /* [cta][slot] (NVLINK/HOST) */
@@ -89,6 +104,8 @@ typedef struct mpccl_dev_comm {
     uint32_t slot_bytes; /* bytes per slot (per CTA), a multiple of 16 */
     uint32_t cta_min_bytes; /* a step gives each CTA at least this much (its
                              * partition, mpccl_dev_partition), equal on every rank */
+    uint32_t proxy_ll_bytes; /* pieces to other nodes of at most this many bytes go as LL
+                              * lines (0: none), equal on every rank */
     const mpccl_dev_link_t *links; /* [nranks] */
     uint32_t *tx_seq;    /* [nranks][nctas] pieces sent to each peer, ever */
     uint32_t *rx_seq;    /* [nranks][nctas] pieces received from each peer, ever */

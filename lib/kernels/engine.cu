@@ -97,6 +97,8 @@ struct cta_state {
     uint64_t n;     /* elements */
     uint32_t piece; /* SEND/RECV: piece number */
     uint32_t slot;  /* SEND/RECV: slot index [g][slot] */
+    uint32_t ll;    /* SEND/RECV: the piece goes as LL lines (devplan.h) */
+    uint32_t bad;   /* an LL line with a flag other than the piece's */
 };
 
 struct engine {
@@ -176,6 +178,17 @@ struct engine {
         __trap();
     }
 
+    /* Stops this communicator's kernels (its survivors may shrink) rather
+     * than trap: a trap poisons the CUDA context of the whole process. */
+    __device__ void stop_comm() const
+    {
+        if (a.ab.word) {
+            a.ab.word->stop = 1u;
+            __threadfence_system();
+        }
+        *(volatile uint32_t *)&mpccl_abort_seen = 1;
+    }
+
     /* Thread 0: sets up one piece of SEND/RECV entry k if possible. */
     __device__ bool try_message(win_entry &e, uint64_t pb, uint64_t pe)
     {
@@ -185,6 +198,8 @@ struct engine {
         uint64_t n = left < piece_elems ? left : piece_elems;
         uint32_t *seq = (e.st.kind == MPCCL_STEP_SEND ? comm->tx_seq : comm->rx_seq) + (size_t)e.st.peer * G + g;
         uint32_t p = *seq, slot = g * K + p % K;
+        /* Small pieces to another node go as LL lines (both ends decide alike) */
+        uint32_t ll = L->tx_word && n * es <= comm->proxy_ll_bytes;
         if (e.st.kind == MPCCL_STEP_SEND) {
             if (!L->tx_slots) bad_link(e.idx, e.st.peer);
             /* The slot is free: known from an earlier read, else read the ack. */
@@ -198,7 +213,7 @@ struct engine {
             sh.src0 = bufp(e.st.src0_buf, e.st.src0_off + pb + e.prog);
         } else {
             if (!L->rx_slots) bad_link(e.idx, e.st.peer);
-            uint32_t len;
+            uint32_t len, want = ll ? 16u * MPCCL_PROXY_LL_LINES(n * es) : (uint32_t)(n * es);
             if (L->rx_word) { /* PROXY: ready and length in one load over PCIe */
                 uint64_t v = acquire_load64(&L->rx_word[slot]);
                 if ((uint32_t)v != p + 1u) return false; /* the piece is here */
@@ -207,19 +222,13 @@ struct engine {
                 if (acquire_load(&L->rx_ready[slot]) != p + 1u) return false;
                 len = vload(&L->rx_len[slot]);
             }
-            if (len != n * es) {
+            if (len != want) {
                 /* A peer whose communicator was aborted skips its remaining
-                 * sends, so what arrives no longer matches.  Stop this
-                 * communicator's kernels (its survivors may shrink) rather than
-                 * trap: a trap poisons the CUDA context of the whole process. */
-                printf("mpccl engine: rank %d step %u: piece %u from peer %d has %u bytes, expected %llu "
+                 * sends, so what arrives no longer matches: stop. */
+                printf("mpccl engine: rank %d step %u: piece %u from peer %d has %u bytes, expected %u "
                        "(the peer aborted, or the ranks' schedules disagree): stopping the communicator\n",
-                       comm->rank, e.idx, p, e.st.peer, len, (unsigned long long)(n * es));
-                if (a.ab.word) {
-                    a.ab.word->stop = 1u;
-                    __threadfence_system();
-                }
-                *(volatile uint32_t *)&mpccl_abort_seen = 1;
+                       comm->rank, e.idx, p, e.st.peer, len, want);
+                stop_comm();
                 return false;
             }
             sh.src0 = L->rx_slots + (size_t)slot * comm->slot_bytes;
@@ -228,6 +237,8 @@ struct engine {
         sh.n = n;
         sh.piece = p;
         sh.slot = slot;
+        sh.ll = ll;
+        sh.bad = 0;
         return true;
     }
 
@@ -284,6 +295,7 @@ struct engine {
                     continue;
                 }
                 sh.kind = st.kind;
+                sh.ll = 0; /* try_message decides for messages */
                 if (st.kind == MPCCL_STEP_SEND || st.kind == MPCCL_STEP_RECV) {
                     if (!first_for_peer(k) || !try_message(e, pb, pe)) continue;
                 } else {
@@ -323,11 +335,24 @@ struct engine {
         }
         const mpccl_dev_link_t *L = &comm->links[e.st.peer];
         if (sh.kind == MPCCL_STEP_SEND) {
-            L->tx_len[sh.slot] = (uint32_t)(sh.n * es);
-            __threadfence_system(); /* release: the piece and its length before ready */
-            L->tx_ready[sh.slot] = sh.piece + 1u;
+            uint32_t bytes = (uint32_t)(sh.n * es);
+            if (L->tx_word) { /* PROXY: one word; an LL piece needs no fence (its lines carry flags) */
+                uint32_t hi = sh.ll ? (16u * MPCCL_PROXY_LL_LINES(bytes)) | MPCCL_PROXY_LL_BIT : bytes;
+                if (!sh.ll) __threadfence_system(); /* release: the piece before its word */
+                L->tx_word[sh.slot] = ((uint64_t)hi << 32) | (uint64_t)(sh.piece + 1u);
+            } else {
+                L->tx_len[sh.slot] = bytes;
+                __threadfence_system(); /* release: the piece and its length before ready */
+                L->tx_ready[sh.slot] = sh.piece + 1u;
+            }
             comm->tx_seq[(size_t)e.st.peer * G + g] = sh.piece + 1u;
         } else {
+            if (sh.bad) { /* the lines are not the piece's: schedules disagree (a peer aborted) */
+                printf("mpccl engine: rank %d step %u: piece %u from peer %d is not the LL piece expected: "
+                       "stopping the communicator\n", comm->rank, e.idx, sh.piece, e.st.peer);
+                stop_comm();
+                return;
+            }
             /* No fence before the ack: every thread's reads of the slot
              * returned (their values were stored to the destination) before
              * __syncthreads, so a refill cannot reach what was read.  The
@@ -343,11 +368,62 @@ struct engine {
     }
 };
 
-template <int DT> __device__ void run_action(const mpccl_engine_args_t &a, const cta_state &sh)
+/* LL lines (devplan.h): bytes [8i, 8i + 8) of a piece in line i as
+ * {lo, flag, hi, flag}, one 16-byte store each; the tail of the last line
+ * zero.  The source or destination may sit at any byte offset. */
+__device__ __forceinline__ uint64_t ll_gather(const unsigned char *s, uint32_t bytes, uint32_t off)
+{
+    if (off + 8u <= bytes && ((uintptr_t)(s + off) & 7u) == 0) return *(const uint64_t *)(s + off);
+    uint64_t v = 0;
+    for (uint32_t k = 0; k < 8u && off + k < bytes; k++) v |= (uint64_t)s[off + k] << (8u * k);
+    return v;
+}
+
+__device__ __forceinline__ void ll_scatter(unsigned char *d, uint32_t bytes, uint32_t off, uint64_t v)
+{
+    if (off + 8u <= bytes && ((uintptr_t)(d + off) & 7u) == 0) {
+        *(uint64_t *)(d + off) = v;
+        return;
+    }
+    for (uint32_t k = 0; k < 8u && off + k < bytes; k++) d[off + k] = (unsigned char)(v >> (8u * k));
+}
+
+__device__ void ll_pack(char *lines, const char *src, uint32_t bytes, uint32_t flag)
+{
+    for (uint32_t i = threadIdx.x; i < MPCCL_PROXY_LL_LINES(bytes); i += blockDim.x) {
+        uint64_t v = ll_gather((const unsigned char *)src, bytes, 8u * i);
+        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(lines + 16u * i),
+                     "r"((uint32_t)v), "r"(flag), "r"((uint32_t)(v >> 32)), "r"(flag)
+                     : "memory");
+    }
+}
+
+/* The proxy raised the piece after all of it arrived (rx_word), so the lines
+ * are whole; a flag other than the piece's marks a piece that is not it. */
+__device__ void ll_unpack(char *dst, const char *lines, uint32_t bytes, uint32_t flag, uint32_t *bad)
+{
+    for (uint32_t i = threadIdx.x; i < MPCCL_PROXY_LL_LINES(bytes); i += blockDim.x) {
+        uint32_t lo, f0, hi, f1;
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(lo), "=r"(f0), "=r"(hi), "=r"(f1)
+                     : "l"(lines + 16u * i)
+                     : "memory");
+        if (f0 != flag || f1 != flag) *(volatile uint32_t *)bad = 1u;
+        ll_scatter((unsigned char *)dst, bytes, 8u * i, (uint64_t)lo | ((uint64_t)hi << 32));
+    }
+}
+
+template <int DT> __device__ void run_action(const mpccl_engine_args_t &a, cta_state &sh)
 {
     typedef typename ty<DT>::T T;
     T *d = (T *)sh.dst;
     const T *s0 = (const T *)sh.src0, *s1 = (const T *)sh.src1;
+    if (sh.ll) {
+        uint32_t bytes = (uint32_t)(sh.n * sizeof(T)), flag = MPCCL_PROXY_LL_FLAG(sh.piece);
+        if (sh.kind == MPCCL_STEP_SEND) ll_pack(sh.dst, sh.src0, bytes, flag);
+        else ll_unpack(sh.dst, sh.src0, bytes, flag, &sh.bad);
+        return;
+    }
     switch (sh.kind) {
     case MPCCL_STEP_SEND:
     case MPCCL_STEP_RECV:

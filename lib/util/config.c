@@ -157,6 +157,10 @@ static mpccl_setting_t settings[] = {
      "GPU collectives and send/recv between nodes: 1 hands UCX device memory (GPU-direct, where UCX moves CUDA "
      "memory; doc/GPU_DESIGN.md), 0 goes through pinned host staging, auto picks GPU-direct where a "
      "NIC of UCX reads GPU memory itself (GPUDirect RDMA) and staging elsewhere", NULL, NULL},
+    {"PROXY_LL_BYTES", NULL, "4K",
+     "pieces of GPU collectives and send/recv to other nodes of at most this many bytes go as LL lines (data and "
+     "flag in each 8 bytes: the sender raises them without a system fence, at twice the bytes on the wire; at "
+     "most 8K; 0: never); staged only, the minimum over ranks is used", NULL, NULL},
     {"PROXY_LANES", NULL, "0",
      "connections (UCX workers) and proxy threads a GPU communicator's traffic to other nodes is spread over "
      "(0: one per CTA up to 4 where every peer is on another node, the communicator has at most 64 ranks and no "

@@ -101,6 +101,7 @@ static void world_init(world *w, int n, uint32_t G, uint32_t K, uint32_t slot_by
         }
     for (int r = 0; r < n; r++) {
         mpccl_dev_link_t links[MAXN];
+        memset(links, 0, sizeof(links)); /* no tx_word / rx_word: these are NVLINK links */
         for (int p = 0; p < n; p++) {
             char *tx = (char *)w->pair[r][p], *rx = (char *)w->pair[p][r];
             links[p].kind = MPCCL_LINK_NVLINK;
@@ -116,8 +117,8 @@ static void world_init(world *w, int n, uint32_t G, uint32_t K, uint32_t slot_by
         }
         CK(cudaMalloc(&w->dlinks[r], n * sizeof(mpccl_dev_link_t)));
         CK(cudaMemcpy(w->dlinks[r], links, n * sizeof(mpccl_dev_link_t), cudaMemcpyHostToDevice));
-        CK(cudaMalloc(&w->seqs[r], 2 * (size_t)n * G * 4));
-        CK(cudaMemset(w->seqs[r], 0, 2 * (size_t)n * G * 4));
+        CK(cudaMalloc(&w->seqs[r], 3 * (size_t)n * G * 4)); /* tx_seq, rx_seq, tx_acked */
+        CK(cudaMemset(w->seqs[r], 0, 3 * (size_t)n * G * 4));
         mpccl_dev_comm_t c;
         memset(&c, 0, sizeof(c));
         c.rank = r, c.nranks = n, c.nctas = G, c.nslots = K, c.slot_bytes = slot_bytes;
@@ -125,6 +126,7 @@ static void world_init(world *w, int n, uint32_t G, uint32_t K, uint32_t slot_by
         c.links = w->dlinks[r];
         c.tx_seq = w->seqs[r];
         c.rx_seq = w->seqs[r] + (size_t)n * G;
+        c.tx_acked = w->seqs[r] + 2 * (size_t)n * G;
         CK(cudaMalloc(&w->dcomm[r], sizeof(c)));
         CK(cudaMemcpy(w->dcomm[r], &c, sizeof(c), cudaMemcpyHostToDevice));
         CK(cudaStreamCreateWithFlags(&w->stream[r], cudaStreamNonBlocking));

@@ -53,6 +53,7 @@ typedef struct world {
     int msgs;                   /* messages per (pair, CTA) */
     int split;                  /* the CTAs' slots from alloc_slots (GPU-direct layout) */
     int lanes;                  /* transports per rank the proxy serves it through (0: 1) */
+    uint32_t ll;                /* pieces of at most this many bytes go as LL lines (0: none) */
     mpccl_transport_t *lane_t[MAXR][MPCCL_PROXY_MAX_LANES]; /* [rank][0] is the body's t */
     size_t max_len;
     cpu_heap_t heap[MAXR];
@@ -116,6 +117,7 @@ static inline mpccl_proxy_comm_t *attach(world_t *w, int rank, mpccl_transport_t
                                                  links, NULL, NULL, &pc);
     ck_assert_msg(st == MPCCL_OK, "rank %d: attach: %s", rank, mpccl_last_error());
     ck_assert_ptr_nonnull(pc);
+    mpccl_proxy_set_ll_bytes(pc, w->ll);
     return pc;
 }
 
@@ -159,10 +161,28 @@ static inline int kernel_send(world_t *w, int me, int peer, uint32_t g, const mp
     size_t len = msg_len(w, me, peer, g, c->msg), n = len - c->off < S ? len - c->off : S;
     size_t i = (size_t)g * K + p % K;
     char *slot = l->tx_slots + i * S;
-    for (size_t k = 0; k < n; k++) slot[k] = (char)msg_byte(me, peer, g, c->msg, c->off + k);
-    l->tx_len[i] = (uint32_t)n;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* __threadfence_system */
-    l->tx_ready[i] = p + 1;
+    if (n <= w->ll) {
+        /* LL lines, the word raised first, as a device's unfenced stores may
+         * land: the proxy must wait for every line's flags */
+        uint32_t nl = MPCCL_PROXY_LL_LINES((uint32_t)n), f = MPCCL_PROXY_LL_FLAG(p);
+        uint64_t hi = (uint64_t)(16u * nl | MPCCL_PROXY_LL_BIT);
+        __atomic_store_n(&l->tx_word[i], (hi << 32) | (uint64_t)(p + 1), __ATOMIC_RELAXED);
+        volatile uint32_t *line = (volatile uint32_t *)slot;
+        for (uint32_t q = nl; q-- > 0;) { /* last line first */
+            uint32_t d[2] = {0, 0};
+            for (uint32_t k = 0; k < 8 && 8 * q + k < n; k++)
+                d[k / 4] |= (uint32_t)msg_byte(me, peer, g, c->msg, c->off + 8 * q + k) << (8 * (k % 4));
+            line[4 * q] = d[0];
+            line[4 * q + 2] = d[1];
+            __atomic_thread_fence(__ATOMIC_RELEASE); /* each half's data before its flag */
+            line[4 * q + 1] = f;
+            line[4 * q + 3] = f;
+        }
+    } else {
+        for (size_t k = 0; k < n; k++) slot[k] = (char)msg_byte(me, peer, g, c->msg, c->off + k);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* __threadfence_system */
+        __atomic_store_n(&l->tx_word[i], ((uint64_t)n << 32) | (uint64_t)(p + 1), __ATOMIC_RELAXED);
+    }
     c->seq++;
     c->off += n;
     if (c->off == len) c->msg++, c->off = 0;
@@ -177,14 +197,21 @@ static inline int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mp
     uint64_t word = __atomic_load_n(&l->rx_word[i], __ATOMIC_ACQUIRE); /* one load, as the kernel */
     if (c->msg >= w->msgs || (uint32_t)word != p + 1) return 0;
     size_t len = msg_len(w, peer, me, g, c->msg), n = len - c->off < S ? len - c->off : S;
+    int ll = n <= w->ll;
+    size_t want = ll ? 16u * MPCCL_PROXY_LL_LINES((uint32_t)n) : n;
     /* Check's asserts log each call: test in C, assert only on a mismatch. */
-    if ((uint32_t)(word >> 32) != n)
+    if ((uint32_t)(word >> 32) != want)
         ck_abort_msg("rank %d from %d CTA %u piece %u: length %u, expected %zu", me, peer, g, p,
-                     (uint32_t)(word >> 32), n);
+                     (uint32_t)(word >> 32), want);
     const unsigned char *slot = (const unsigned char *)l->rx_slots + i * S;
-    for (size_t k = 0; k < n; k++)
-        if (slot[k] != msg_byte(peer, me, g, c->msg, c->off + k))
+    for (size_t k = 0; k < n; k++) {
+        /* LL: byte k sits in line k / 8, half (k % 8) / 4, after that half's flag */
+        size_t at = ll ? 16 * (k / 8) + 8 * ((k % 8) / 4) + k % 4 : k;
+        if (slot[at] != msg_byte(peer, me, g, c->msg, c->off + k))
             ck_abort_msg("rank %d from %d CTA %u message %d: byte %zu differs", me, peer, g, c->msg, c->off + k);
+        if (ll && k % 4 == 0 && *(const uint32_t *)(slot + 16 * (k / 8) + 8 * ((k % 8) / 4) + 4) != MPCCL_PROXY_LL_FLAG(p))
+            ck_abort_msg("rank %d from %d CTA %u piece %u: LL flag of byte %zu", me, peer, g, p, k);
+    }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     l->rx_ack[g] = p + 1;
     c->seq++;

@@ -37,6 +37,7 @@ static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
         ck_assert(!in_slot_block(&w->heap[rank], (const void *)l->rx_ack, 4));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_ready, words));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_len, words));
+        ck_assert(in_heap(&w->heap[rank], (const void *)l->tx_word, 2 * words));
         ck_assert(in_heap(&w->heap[rank], (const void *)l->rx_word, 2 * words));
         ck_assert_uint_eq((uintptr_t)l->rx_word % 8, 0); /* one aligned store and load */
         ck_assert(l->rx_ready == NULL && l->rx_len == NULL);
@@ -46,7 +47,7 @@ static void check_links(world_t *w, int rank, const mpccl_dev_link_t *links)
         ck_assert_uint_eq((uintptr_t)l->rx_slots % 16, 0);
         ck_assert(l->rx_slots >= l->tx_slots + slots || l->tx_slots >= l->rx_slots + slots);
         for (size_t k = 0; k < words / 4; k++)
-            ck_assert(l->tx_ready[k] == 0 && l->tx_len[k] == 0 && l->rx_word[k] == 0);
+            ck_assert(l->tx_ready[k] == 0 && l->tx_len[k] == 0 && l->tx_word[k] == 0 && l->rx_word[k] == 0);
         for (size_t k = 0; k < acks / 4; k++) ck_assert(l->tx_ack[k] == 0 && l->rx_ack[k] == 0);
         for (int j = 0; j < i; j++)
             if (w->remote[rank][j] == MPCCL_PROXY_REMOTE) ck_assert_ptr_ne(links[j].tx_slots, l->tx_slots);
@@ -97,6 +98,8 @@ START_TEST(test_traffic)
     w->msgs = cases[_i].msgs;
     w->split = cases[_i].split;
     w->lanes = cases[_i].lanes;
+    /* staged: the short pieces as LL lines (twice their bytes in the slot) */
+    w->ll = w->split ? 0 : cases[_i].slot / 4 < MPCCL_PROXY_LL_MAX ? cases[_i].slot / 4 : MPCCL_PROXY_LL_MAX;
     w->max_len = 4 * cases[_i].slot + 76; /* up to 5 pieces per message, the last one short */
     all_remote(w);
     if (cases[_i].local01) w->remote[0][1] = w->remote[1][0] = 0;
@@ -125,9 +128,8 @@ static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
         const mpccl_dev_link_t *l = &links[1];
         kernel_post(pc, MPCCL_PROXY_WORK_ENGINE);
         for (int k = 0; k < 512; k++) l->tx_slots[k] = (char)msg_byte(0, 1, 0, 0, (size_t)k);
-        l->tx_len[0] = 512;
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        l->tx_ready[0] = 1;
+        l->tx_word[0] = (512ull << 32) | 1u;
         kernel_done(pc, MPCCL_PROXY_WORK_ENGINE, &w->launches[0][MPCCL_PROXY_WORK_ENGINE]);
     }
     if (me == 1) {
