@@ -3,7 +3,7 @@
  *
  * Mailbox of rank r (one cudaMalloc): for each NVLINK sender s of r, in rank
  * order, an rx area [slots | ready | len]; for each NVLINK receiver, a tx_ack
- * array; then tx_seq, rx_seq and tx_acked.  Every rank derives every other rank's layout
+ * array; then tx_seq, rx_seq, tx_acked and rx_clean.  Every rank derives every other rank's layout
  * from the agreed link kinds, so a descriptor exchange is all it takes.  HOST
  * pairs keep the same four arrays per ordered pair in a POSIX shared memory
  * segment created by the receiver. */
@@ -210,6 +210,7 @@ typedef struct {
     size_t rx_stride;  /* one rx area: slots, ready, len */
     size_t ack_stride; /* one [nctas] uint32 array */
     size_t seq_bytes;  /* one [nranks][nctas] uint32 array */
+    size_t clean_bytes; /* rx_clean: [nranks][nctas][nslots] uint32 */
 } layout_t;
 
 static layout_t layout_of(const mpccl_gpu_comm_t *g)
@@ -220,6 +221,7 @@ static layout_t layout_of(const mpccl_gpu_comm_t *g)
     l.rx_stride = ALIGN_UP(l.slots + 2 * l.flags, 256);
     l.ack_stride = ALIGN_UP((size_t)g->nctas * sizeof(uint32_t), 256);
     l.seq_bytes = ALIGN_UP((size_t)g->nranks * g->nctas * sizeof(uint32_t), 256);
+    l.clean_bytes = ALIGN_UP((size_t)g->nranks * g->nctas * g->nslots * sizeof(uint32_t), 256);
     return l;
 }
 
@@ -227,7 +229,7 @@ static layout_t layout_of(const mpccl_gpu_comm_t *g)
 static size_t rx_off(const layout_t *l, int idx) { return (size_t)idx * l->rx_stride; }
 static size_t ack_off(const layout_t *l, int m, int idx) { return (size_t)m * l->rx_stride + (size_t)idx * l->ack_stride; }
 static size_t seq_off(const layout_t *l, int m) { return (size_t)m * l->rx_stride + (size_t)m * l->ack_stride; }
-static size_t mailbox_bytes(const layout_t *l, int m) { return seq_off(l, m) + 3 * l->seq_bytes; }
+static size_t mailbox_bytes(const layout_t *l, int m) { return seq_off(l, m) + 3 * l->seq_bytes + l->clean_bytes; }
 
 /* Host segment of one ordered pair: slots, ready, len, ack. */
 static size_t seg_bytes(const layout_t *l)
@@ -383,6 +385,7 @@ static mpccl_status_t build_mailbox(mpccl_gpu_comm_t *g, const layout_t *l, int 
     g->tx_seq = (uint32_t *)((char *)g->mailbox + seq_off(l, m));
     g->rx_seq = (uint32_t *)((char *)g->mailbox + seq_off(l, m) + l->seq_bytes);
     g->tx_acked = (uint32_t *)((char *)g->mailbox + seq_off(l, m) + 2 * l->seq_bytes);
+    g->rx_clean = (uint32_t *)((char *)g->mailbox + seq_off(l, m) + 3 * l->seq_bytes);
     return mpccl_ipc_export(g->mailbox, g->mailbox_bytes, &g->peer_desc[g->rank]);
 }
 
@@ -567,6 +570,7 @@ mpccl_status_t mpccl_gpu_comm_commit(mpccl_gpu_comm_t *g)
     h.tx_seq = g->tx_seq;
     h.rx_seq = g->rx_seq;
     h.tx_acked = g->tx_acked;
+    h.rx_clean = g->rx_clean;
     int saved;
     MPCCL_CHECK(mpccl_cuda_push_device(g->dev, &saved));
     cudaError_t ce = cudaMemcpyAsync(g->dcomm, &h, sizeof(h), cudaMemcpyHostToDevice, g->stream);

@@ -45,6 +45,7 @@ typedef struct mpccl_gpu_comm {
     mpccl_dev_comm_t *dcomm;      /* device copy of the communicator (mpccl_gpu_comm_commit) */
     mpccl_dev_link_t *dlinks;     /* device copy of links_host, dcomm->links */
     uint32_t *tx_seq, *rx_seq, *tx_acked; /* device, [nranks][nctas], zeroed at creation */
+    uint32_t *rx_clean;           /* device, [nranks][nctas][nslots], zeroed at creation */
 
     /* owned resources */
     cudaStream_t stream;          /* private: setup copies never wait on user streams */

@@ -168,6 +168,7 @@ mpccl_status_t mpccl_gpu_plan_convert(const mpccl_sched_t *s, mpccl_inout_t io, 
                     if (misaligned(&mine[m], &cs.r[cs.first[d] + k], cnt, io)) local = 0;
             deps[t->dep_first + j].step = d;
             deps[t->dep_first + j].local = (uint32_t)local;
+            if (!local) steps[d].flags |= MPCCL_DEV_STEP_COUNTED;
             /* What d guarantees locally, i now guarantees too. */
             for (uint32_t k = 0; local && k < cs.count[d] && !opaque; k++)
                 if (!cover_add(&cs, first, &cs.r[cs.first[d] + k], &st)) opaque = 1;

@@ -22,19 +22,39 @@
 
 /* ---- serving one communicator (proxy thread only) ---- */
 
+/* No launch posted and unfinished on pc (lane 0 counts the launches posted). */
+static int idle(const mpccl_proxy_comm_t *pc)
+{
+    const mpccl_proxy_comm_t *lead = pc->lead ? pc->lead : pc;
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
+        if ((int32_t)(__atomic_load_n(&lead->posted[k], __ATOMIC_SEQ_CST) - *pc->done[k]) > 0) return 0;
+    return 1;
+}
+
 /* The first failure stops the communicator: its kernel gets no further acks or
- * pieces, and mpccl_proxy_error reports it. */
+ * pieces, and mpccl_proxy_error reports it.  A pre-posted receive that fails
+ * while nothing is in flight is most often a peer that destroyed its
+ * communicator first (its endpoints close and reset ours): nothing waits for
+ * it, so it is logged at INFO, and whatever next uses the communicator gets
+ * the error (with this message as ncclGetLastError's). */
 int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
                      int peer)
 {
     if (pc->failed) return 0;
     pc->failed = 1;
-    char chan[32];
+    char chan[32], msg[256];
     if (g < pc->nctas) snprintf(chan, sizeof(chan), "CTA %u", g);
     else snprintf(chan, sizeof(chan), "the one-sided channel");
-    mpccl_fail(st, "proxy: rank %d: %s piece %u of %s with rank %d failed (%s); "
-               "the proxy stops serving this communicator",
-               pc->rank, what, piece, chan, peer, mpccl_status_name(st));
+    int quiet = strcmp(what, "receiving") == 0 && idle(pc);
+    snprintf(msg, sizeof(msg), "proxy: rank %d: %s piece %u of %s with rank %d failed (%s)%s; "
+             "the proxy stops serving this communicator", pc->rank, what, piece, chan, peer, mpccl_status_name(st),
+             quiet ? " while nothing was in flight (the peer destroyed its communicator, or died)" : "");
+    if (quiet) {
+        MPCCL_INFO(MPCCL_SUB_NET, "%s", msg);
+        mpccl_record_error(msg);
+    } else {
+        mpccl_fail(st, "%s", msg);
+    }
     __atomic_store_n(&pc->error, st, __ATOMIC_RELEASE);
     return 1;
 }

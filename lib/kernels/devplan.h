@@ -23,9 +23,17 @@ typedef struct mpccl_dev_step {
     int32_t peer;       /* SEND/RECV: communicator rank */
     uint32_t dep_first; /* into mpccl_dev_plan_t.deps */
     uint32_t ndeps;
+    uint32_t flags;     /* MPCCL_DEV_STEP_* */
+    uint32_t pad;
     uint64_t count;     /* elements */
     uint64_t dst_off, src0_off, src1_off; /* elements */
 } mpccl_dev_step_t;
+
+/* A later step waits for this one through its completion counter (a
+ * dependency with local = 0 names it).  Only such steps pay for the counter:
+ * a GPU-scope fence and an atomic per CTA, the fence waiting for the CTA's
+ * writes over PCIe or NVLink to land. */
+#define MPCCL_DEV_STEP_COUNTED 1u
 
 /* A dependency.  local = 1: the dependent step accesses exactly the element
  * ranges the earlier step accessed where they overlap (same buffer, offset and
@@ -112,6 +120,10 @@ typedef struct mpccl_dev_comm {
     uint32_t *tx_acked;  /* [nranks][nctas] the latest tx_ack a sender read: while it shows a
                           * slot free, the sender skips reading the link's ack (host memory
                           * for PROXY links, another GPU's for NVLINK ones) */
+    uint32_t *rx_clean;  /* [nranks][nctas][nslots] (PROXY links): the slot's first this many
+                          * 16-byte lines hold LL lines of earlier pieces, no other data, so
+                          * an LL piece of at most that many lines is read as it lands,
+                          * its flags telling which lines are there (NULL: never) */
 } mpccl_dev_comm_t;
 
 /* Buffers a launch can name: IN, OUT, TMP, then one per call of a grouped p2p

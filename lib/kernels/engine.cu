@@ -35,6 +35,7 @@ extern "C" {
 #include "kernels/elementwise.cuh"
 #include "kernels/engine.h"
 #include "kernels/proxy_done.cuh"
+#include "kernels/engine_trace.cuh"
 
 namespace {
 
@@ -71,6 +72,16 @@ __device__ __forceinline__ uint64_t acquire_load64(const volatile uint64_t *p)
 
 enum { ACT_EXIT = -1 };
 
+/* Whether the LL line at p carries flag in both halves (devplan.h): one
+ * 16-byte load, as the line was stored; each half {data, flag} little-endian. */
+__device__ __forceinline__ bool ll_line_is(const char *p, uint32_t flag)
+{
+    uint64_t h0, h1;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(h0), "=l"(h1) : "l"(p) : "memory");
+    return (uint32_t)(h0 >> 32) == flag && (uint32_t)(h1 >> 32) == flag;
+}
+
+
 /* One step in progress.  The window holds the first W unfinished steps in step
  * order (every unfinished step before `next` is in it): a step that cannot move
  * (a send waiting for its receiver) does not keep later steps out, which a
@@ -82,6 +93,7 @@ struct win_entry {
     uint32_t idx;   /* step index */
     uint32_t depk;  /* dependencies found met so far (they stay met) */
     uint8_t done, ready;
+    uint8_t shared; /* a dependency met through another step's counter (other CTAs' writes) */
 };
 
 struct cta_state {
@@ -99,6 +111,10 @@ struct cta_state {
     uint32_t slot;  /* SEND/RECV: slot index [g][slot] */
     uint32_t ll;    /* SEND/RECV: the piece goes as LL lines (devplan.h) */
     uint32_t bad;   /* an LL line with a flag other than the piece's */
+    const volatile uint64_t *landing; /* RECV of an LL piece read as it lands: the proxy's word
+                                       * for it (NULL: the proxy raised it, every line is there) */
+    int32_t peer;
+    engine_trace tr; /* empty unless built with MPCCL_ENGINE_TRACE */
 };
 
 struct engine {
@@ -127,6 +143,7 @@ struct engine {
             e.depk = 0;
             e.done = 0;
             e.ready = 0;
+            e.shared = 0;
         }
         sh.na = k;
     }
@@ -134,8 +151,10 @@ struct engine {
     /* Thread 0: marks entry k's step done by this CTA (after the data moved). */
     __device__ void finish(uint32_t k)
     {
-        __threadfence();
-        atomicAdd(&plan->step_done[sh.w[k].idx], 1u);
+        if (sh.w[k].st.flags & MPCCL_DEV_STEP_COUNTED) { /* another CTA may wait for it */
+            __threadfence();
+            atomicAdd(&plan->step_done[sh.w[k].idx], 1u);
+        }
         sh.w[k].done = 1;
     }
 
@@ -154,8 +173,9 @@ struct engine {
             mpccl_dev_dep_t d = plan->deps[e.st.dep_first + e.depk];
             if (d.local) {
                 if (!done_here(d.step)) return false;
-            } else if (!reached(vload(&plan->step_done[d.step]), target)) {
-                return false;
+            } else {
+                if (!reached(vload(&plan->step_done[d.step]), target)) return false;
+                e.shared = 1;
             }
         }
         return true;
@@ -214,10 +234,24 @@ struct engine {
         } else {
             if (!L->rx_slots) bad_link(e.idx, e.st.peer);
             uint32_t len, want = ll ? 16u * MPCCL_PROXY_LL_LINES(n * es) : (uint32_t)(n * es);
+            sh.landing = nullptr;
             if (L->rx_word) { /* PROXY: ready and length in one load over PCIe */
+                const char *lines = L->rx_slots + (size_t)slot * comm->slot_bytes;
+                /* An LL piece in a slot that held only LL lines: its last line
+                 * is the poll (read beside the proxy's word, in flight together) */
+                bool landed = false;
+                if (ll && comm->rx_clean &&
+                    comm->rx_clean[((size_t)e.st.peer * G + g) * K + p % K] >= want / 16u)
+                    landed = ll_line_is(lines + want - 16u, MPCCL_PROXY_LL_FLAG(p));
                 uint64_t v = acquire_load64(&L->rx_word[slot]);
-                if ((uint32_t)v != p + 1u) return false; /* the piece is here */
-                len = (uint32_t)(v >> 32);
+                if ((uint32_t)v == p + 1u) {
+                    len = (uint32_t)(v >> 32);
+                } else if (landed) {
+                    len = want;
+                    sh.landing = &L->rx_word[slot];
+                } else {
+                    return false;
+                }
             } else {
                 if (acquire_load(&L->rx_ready[slot]) != p + 1u) return false;
                 len = vload(&L->rx_len[slot]);
@@ -239,6 +273,7 @@ struct engine {
         sh.slot = slot;
         sh.ll = ll;
         sh.bad = 0;
+        sh.peer = e.st.peer;
         return true;
     }
 
@@ -263,6 +298,7 @@ struct engine {
             bool moved = false;
             refill();
             if (sh.na == 0) {
+                sh.tr.mark(TRACE_EXIT, 0);
                 sh.act = ACT_EXIT;
                 return;
             }
@@ -287,7 +323,7 @@ struct engine {
                 if (!e.ready) {
                     if (!deps_met(e)) continue;
                     e.ready = 1;
-                    __threadfence(); /* acquire: other CTAs' results of the dependencies */
+                    if (e.shared) __threadfence(); /* acquire: other CTAs' results of the dependencies */
                 }
                 if (st.kind == MPCCL_STEP_NOP) {
                     finish(k);
@@ -305,6 +341,7 @@ struct engine {
                     sh.n = pe - pb;
                 }
                 sh.act = (int32_t)k;
+                sh.tr.mark(TRACE_ACTION, (st.kind << 8) | e.idx);
                 return;
             }
             if (moved) {
@@ -348,7 +385,8 @@ struct engine {
             comm->tx_seq[(size_t)e.st.peer * G + g] = sh.piece + 1u;
         } else {
             if (sh.bad) { /* the lines are not the piece's: schedules disagree (a peer aborted) */
-                printf("mpccl engine: rank %d step %u: piece %u from peer %d is not the LL piece expected: "
+                if (!mpccl_aborted())
+                    printf("mpccl engine: rank %d step %u: piece %u from peer %d is not the LL piece expected: "
                        "stopping the communicator\n", comm->rank, e.idx, sh.piece, e.st.peer);
                 stop_comm();
                 return;
@@ -360,11 +398,17 @@ struct engine {
              * steps the same way, with a plain store). */
             L->rx_ack[g] = sh.piece + 1u;
             comm->rx_seq[(size_t)e.st.peer * G + g] = sh.piece + 1u;
+            if (L->rx_word && comm->rx_clean) { /* what the slot holds now: LL lines, or other data */
+                uint32_t *clean = &comm->rx_clean[((size_t)e.st.peer * G + g) * comm->nslots + sh.slot % comm->nslots];
+                uint32_t lines = sh.ll ? MPCCL_PROXY_LL_LINES((uint32_t)(sh.n * es)) : 0u;
+                *clean = sh.ll ? (*clean > lines ? *clean : lines) : 0u;
+            }
         }
         e.prog += sh.n;
         uint64_t pb, pe;
         partition(e.st.count, es, G, comm->cta_min_bytes, g, pb, pe);
         if (e.prog == pe - pb) finish(k);
+        sh.tr.mark(TRACE_POSTED, e.idx);
     }
 };
 
@@ -398,17 +442,34 @@ __device__ void ll_pack(char *lines, const char *src, uint32_t bytes, uint32_t f
     }
 }
 
-/* The proxy raised the piece after all of it arrived (rx_word), so the lines
- * are whole; a flag other than the piece's marks a piece that is not it. */
-__device__ void ll_unpack(char *dst, const char *lines, uint32_t bytes, uint32_t flag, uint32_t *bad)
+/* Once the proxy raised the piece (landing NULL) every line is there; a
+ * flag other than the piece's marks a piece that is not it.  A piece read as
+ * it lands (landing: the proxy's word for it) may still have lines on their
+ * way: each thread waits for its own, and a line still not the piece's once
+ * the proxy's word says all of it arrived marks it bad. */
+__device__ void ll_unpack(const mpccl_engine_args_t &a, char *dst, const char *lines, uint32_t bytes, uint32_t piece,
+                          const volatile uint64_t *landing, int32_t peer, uint32_t *bad)
 {
+    const uint32_t flag = MPCCL_PROXY_LL_FLAG(piece);
     for (uint32_t i = threadIdx.x; i < MPCCL_PROXY_LL_LINES(bytes); i += blockDim.x) {
         uint32_t lo, f0, hi, f1;
-        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(lo), "=r"(f0), "=r"(hi), "=r"(f1)
-                     : "l"(lines + 16u * i)
-                     : "memory");
-        if (f0 != flag || f1 != flag) *(volatile uint32_t *)bad = 1u;
+        mpccl_abort_wait w{};
+        bool whole = landing == nullptr; /* every line of the piece is known to be there */
+        for (uint32_t spins = 1;; spins++) {
+            asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(lo), "=r"(f0), "=r"(hi), "=r"(f1)
+                         : "l"(lines + 16u * i)
+                         : "memory");
+            if (f0 == flag && f1 == flag) break;
+            if (whole || mpccl_abort_poll(a.ab, w,
+                                          mpccl_abort_why{MPCCL_ABORT_OP_ENGINE, MPCCL_STEP_RECV, peer, a.dtype,
+                                                          bytes, flag, nullptr})) {
+                *(volatile uint32_t *)bad = 1u;
+                break;
+            }
+            /* now and then the proxy's word: once it shows the piece, one more read decides */
+            if ((spins & 63u) == 0 && (uint32_t)acquire_load64(landing) == piece + 1u) whole = true;
+        }
         ll_scatter((unsigned char *)dst, bytes, 8u * i, (uint64_t)lo | ((uint64_t)hi << 32));
     }
 }
@@ -421,7 +482,7 @@ template <int DT> __device__ void run_action(const mpccl_engine_args_t &a, cta_s
     if (sh.ll) {
         uint32_t bytes = (uint32_t)(sh.n * sizeof(T)), flag = MPCCL_PROXY_LL_FLAG(sh.piece);
         if (sh.kind == MPCCL_STEP_SEND) ll_pack(sh.dst, sh.src0, bytes, flag);
-        else ll_unpack(sh.dst, sh.src0, bytes, flag, &sh.bad);
+        else ll_unpack(a, sh.dst, sh.src0, bytes, sh.piece, sh.landing, sh.peer, &sh.bad);
         return;
     }
     switch (sh.kind) {
@@ -447,7 +508,9 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
             printf("mpccl engine: launched with %u CTAs, the communicator has %u\n", gridDim.x, a.comm->nctas);
             __trap();
         }
+        sh.tr.begin();
         sh.epoch = vload(plan->launches);
+        sh.tr.mark(TRACE_START, 0);
         sh.na = 0;
         sh.next = 0;
         mpccl_abort_begin();
@@ -458,7 +521,10 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
         if (sh.act == ACT_EXIT) break;
         run_action<DT>(a, sh);
         __syncthreads();
-        if (threadIdx.x == 0) eng.post();
+        if (threadIdx.x == 0) {
+            sh.tr.mark(TRACE_MOVED, 0);
+            eng.post();
+        }
     }
     if (threadIdx.x == 0) {
         uint32_t G = gridDim.x, last = (sh.epoch + 1u) * G;
@@ -467,6 +533,7 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
             atomicAdd(plan->launches, 1u);
             mpccl_proxy_launch_done(a.proxy_count, a.proxy_done);
         }
+        sh.tr.end(a.comm->rank, sh.epoch);
     }
 }
 

@@ -78,6 +78,11 @@ START_TEST(fields_copied)
     ck_assert_int_eq(local_of(&s, deps, 2, 1), 1);
     ck_assert_int_eq(local_of(&s, deps, 3, 0), 0);
     ck_assert_int_eq(local_of(&s, deps, 3, 1), 0);
+    /* Only the steps the join waits for through their counters are counted. */
+    ck_assert_uint_eq(st[0].flags, MPCCL_DEV_STEP_COUNTED);
+    ck_assert_uint_eq(st[1].flags, MPCCL_DEV_STEP_COUNTED);
+    ck_assert_uint_eq(st[2].flags, 0);
+    ck_assert_uint_eq(st[3].flags, 0);
     free(st);
     free(deps);
     mpccl_sched_free(&s);
