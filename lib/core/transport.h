@@ -14,6 +14,8 @@ typedef struct mpccl_req {
     size_t bytes;          /* receives: the length of the message that arrived */
 #define MPCCL_REQ_HAS_BYTES 1
     void *impl;            /* the transport's handle while in flight */
+    int ahead;             /* a receive posted ahead of need (the GPU proxy's slots): its
+                            * connection failing is logged at INFO, the owner reports it */
 } mpccl_req_t;
 
 typedef struct mpccl_transport mpccl_transport_t;

@@ -32,8 +32,8 @@ static int idle(const mpccl_proxy_comm_t *pc)
 }
 
 /* The first failure stops the communicator: its kernel gets no further acks or
- * pieces, and mpccl_proxy_error reports it.  A pre-posted receive that fails
- * while nothing is in flight is most often a peer that destroyed its
+ * pieces, and mpccl_proxy_error reports it.  A pre-posted receive whose
+ * connection fails while nothing is in flight is most often a peer that destroyed its
  * communicator first (its endpoints close and reset ours): nothing waits for
  * it, so it is logged at INFO, and whatever next uses the communicator gets
  * the error (with this message as ncclGetLastError's). */
@@ -45,7 +45,7 @@ int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what
     char chan[32], msg[256];
     if (g < pc->nctas) snprintf(chan, sizeof(chan), "CTA %u", g);
     else snprintf(chan, sizeof(chan), "the one-sided channel");
-    int quiet = strcmp(what, "receiving") == 0 && idle(pc);
+    int quiet = st == MPCCL_ERR_REMOTE && strcmp(what, "receiving") == 0 && idle(pc);
     snprintf(msg, sizeof(msg), "proxy: rank %d: %s piece %u of %s with rank %d failed (%s)%s; "
              "the proxy stops serving this communicator", pc->rank, what, piece, chan, peer, mpccl_status_name(st),
              quiet ? " while nothing was in flight (the peer destroyed its communicator, or died)" : "");
@@ -55,6 +55,7 @@ int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what
     } else {
         mpccl_fail(st, "%s", msg);
     }
+    memcpy(pc->error_msg, msg, sizeof(msg));
     __atomic_store_n(&pc->error, st, __ATOMIC_RELEASE);
     return 1;
 }
@@ -141,6 +142,7 @@ static int post_recv(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, uint3
 {
     uint32_t s = p % chan_slots(pc, g);
     size_t i = peer_slot(pc, pe, g, s);
+    pe->rx_req[i].ahead = 1; /* no launch may need it yet: a failure alone is not a warning */
     mpccl_status_t st = slot_recv(pc, pe->rank, g, mpccl_proxy_tag(pe->rank, chan_tag_g(pc, g), p),
                                   slot_ptr(pc, pe, 1, g, s), pc->slot_bytes, &pe->rx_req[i]);
     if (st != MPCCL_OK) return mpccl_proxy_fail(pc, st, "posting the receive of", p, g, pe->rank), -1;
@@ -654,7 +656,7 @@ mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc)
 {
     for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) {
         mpccl_status_t st = __atomic_load_n(&x->error, __ATOMIC_ACQUIRE);
-        if (st != MPCCL_OK) return st;
+        if (st != MPCCL_OK) return mpccl_fail(st, "%s", x->error_msg); /* on the caller's thread */
     }
     return MPCCL_OK;
 }

@@ -208,7 +208,8 @@ void mpccl_proxy_set_ll_bytes(mpccl_proxy_comm_t *pc, uint32_t bytes);
 uint32_t *mpccl_proxy_done_counter(const mpccl_proxy_comm_t *pc, int kind, volatile uint32_t **host);
 
 /* MPCCL_OK, or the first failure of a send or receive of pc (after which the
- * proxy stopped serving pc: its kernel will not see further progress). */
+ * proxy stopped serving pc: its kernel will not see further progress),
+ * recorded and logged on the caller's thread with what failed. */
 mpccl_status_t mpccl_proxy_error(mpccl_proxy_comm_t *pc);
 
 #endif

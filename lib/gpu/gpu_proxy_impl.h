@@ -97,6 +97,7 @@ struct mpccl_proxy_comm {
     void *call_arg;
     int call_ret, call_done;
     mpccl_status_t error;
+    char error_msg[256]; /* what failed (written before error is stored) */
     mpccl_proxy_comm_t *next;
 };
 

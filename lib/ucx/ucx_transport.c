@@ -73,17 +73,18 @@ static void list_del(mpccl_ucx_op_t *op)
  * connection here, in the thread that completes the request (UCX may report
  * the failure itself on its async thread, whose last error nobody reads).
  * Logged as a warning once per peer: a GPU communicator's proxy keeps a
- * dozen or more receives posted to each peer, and each fails alike. */
-static mpccl_status_t peer_failure(mpccl_ucx_tp_t *tp, int peer)
+ * dozen or more receives posted to each peer, and each fails alike; at INFO
+ * for a receive posted ahead of need, whose owner reports what it stranded. */
+static mpccl_status_t peer_failure(mpccl_ucx_tp_t *tp, int peer, int ahead)
 {
     mpccl_ucx_peer_t *p = &tp->peers[peer];
     char msg[160];
     snprintf(msg, sizeof(msg), "UCX connection from rank %d to rank %d failed: %s", tp->pub.rank, peer,
              ucs_status_string(p->fail_status));
-    if (!__atomic_exchange_n(&p->warned, 1, __ATOMIC_RELAXED)) /* UCX's async thread may report it too */
+    if (!ahead && !__atomic_exchange_n(&p->warned, 1, __ATOMIC_RELAXED)) /* UCX's async thread may too */
         return mpccl_fail(MPCCL_ERR_REMOTE, "%s", msg);
     mpccl_record_error(msg);
-    MPCCL_INFO(MPCCL_SUB_NET, "%s (again)", msg);
+    MPCCL_INFO(MPCCL_SUB_NET, "%s (%s)", msg, ahead ? "a receive posted ahead of need" : "again");
     return MPCCL_ERR_REMOTE;
 }
 
@@ -98,19 +99,20 @@ static void peer_failed(mpccl_ucx_tp_t *tp, int peer, ucs_status_t st)
     tp->failures_pending = 1;
     /* A peer that destroyed its communicator first looks the same as one that
      * died; only a failure that strands a request here is an error (the request
-     * reports it), the rest is a normal teardown. */
+     * reports it; receives posted ahead of need do not count), the rest is a
+     * normal teardown. */
     int stranded = 0;
     for (mpccl_ucx_op_t *op = tp->inflight.next; op != &tp->inflight && !stranded; op = op->next)
-        stranded = op->peer == peer;
+        stranded = op->peer == peer && !(op->owner && op->owner->ahead);
     if (stranded)
-        (void)peer_failure(tp, peer);
+        (void)peer_failure(tp, peer, 0);
     else
-        MPCCL_INFO(MPCCL_SUB_NET, "UCX connection from rank %d to rank %d closed: %s (nothing in flight)",
+        MPCCL_INFO(MPCCL_SUB_NET, "UCX connection from rank %d to rank %d closed: %s (nothing needed in flight)",
                    tp->pub.rank, peer, ucs_status_string(st));
 }
 
 static mpccl_status_t map_status(mpccl_ucx_tp_t *tp, int peer, uint64_t tag, size_t bytes,
-                                 ucs_status_t st)
+                                 ucs_status_t st, int ahead)
 {
     if (st == UCS_OK) return MPCCL_OK;
     if (st == UCS_ERR_MESSAGE_TRUNCATED)
@@ -120,9 +122,9 @@ static mpccl_status_t map_status(mpccl_ucx_tp_t *tp, int peer, uint64_t tag, siz
                           tp->pub.rank, peer, (unsigned long long)tag, bytes);
     /* Cancelled by the caller, by a peer failure or by close: the reason was
      * reported where it happened. */
-    if (st == UCS_ERR_CANCELED) return tp->peers[peer].failed ? peer_failure(tp, peer) : MPCCL_ERR_REMOTE;
+    if (st == UCS_ERR_CANCELED) return tp->peers[peer].failed ? peer_failure(tp, peer, ahead) : MPCCL_ERR_REMOTE;
     peer_failed(tp, peer, st); /* any other error means the connection broke */
-    return peer_failure(tp, peer);
+    return peer_failure(tp, peer, ahead);
 }
 
 static void finish(mpccl_req_t *req, mpccl_status_t st)
@@ -149,12 +151,12 @@ static void op_complete(void *request, ucs_status_t st, void *user_data, size_t 
         mpccl_ucx_tp_t *tp = user_data;
         mpccl_ucx_op_t *p = &tp->posting;
         p->owner->bytes = length;
-        finish(p->owner, map_status(tp, p->peer, p->tag, p->bytes, st));
+        finish(p->owner, map_status(tp, p->peer, p->tag, p->bytes, st, p->owner->ahead));
         tp->posting_done = 1;
         release(op);
         return;
     }
-    mpccl_status_t ms = map_status(op->tp, op->peer, op->tag, op->bytes, st);
+    mpccl_status_t ms = map_status(op->tp, op->peer, op->tag, op->bytes, st, op->owner && op->owner->ahead);
     list_del(op);
     if (op->owner) {
         op->owner->bytes = length;
@@ -184,7 +186,7 @@ static void track(mpccl_ucx_tp_t *tp, ucs_status_ptr_t sp, mpccl_req_t *req, int
         return;
     }
     if (UCS_PTR_IS_ERR(sp)) {
-        finish(req, map_status(tp, peer, tag, bytes, UCS_PTR_STATUS(sp)));
+        finish(req, map_status(tp, peer, tag, bytes, UCS_PTR_STATUS(sp), req->ahead));
         return;
     }
     /* Other callbacks run from progress/cancel only, so filling the op after the

@@ -168,6 +168,50 @@ START_TEST(test_error)
 }
 END_TEST
 
+/* A peer that closes its side while this rank's proxy has nothing in flight
+ * (a peer that destroyed its communicator first): the pre-posted receives
+ * fail, the proxy logs it at INFO only, and the next use gets the error,
+ * naming it. */
+static void closed_idle_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+    mpccl_bootstrap_barrier(bs);
+    if (me == 0) {
+        mpccl_proxy_detach(pc, 0);
+        t->ops->close(t, 1);
+    } else {
+        double end = now_s() + 20;
+        while (mpccl_proxy_error(pc) == MPCCL_OK) {
+            ck_assert_msg(now_s() < end, "the peer's close was never seen");
+            usleep(1000);
+        }
+        ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_ERR_REMOTE);
+        ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "while nothing was in flight"));
+        printf("test_closed_idle: rank 1 reports %s\n", mpccl_last_error());
+    }
+    mpccl_bootstrap_barrier(bs);
+    if (me == 1) {
+        mpccl_proxy_detach(pc, 0);
+        t->ops->close(t, 1);
+    }
+}
+
+START_TEST(test_closed_idle)
+{
+    world_t *w = calloc(1, sizeof(*w));
+    w->n = 2;
+    w->nctas = 2;
+    w->nslots = 4;
+    w->slot_bytes[0] = w->slot_bytes[1] = 256;
+    w->msgs = 1;
+    all_remote(w);
+    w->body = closed_idle_body;
+    run_world(w);
+    free(w);
+}
+END_TEST
+
 /* ---- detach with traffic in flight: forced at once, flushing bounded by
  * UCX_CLOSE_TIMEOUT (2 s by default) ---- */
 
@@ -478,6 +522,7 @@ int main(void)
 {
     const proxy_test_case_t cases[] = {
         {"args", test_args, 0}, {"traffic", test_traffic, 12}, {"error", test_error, 0},
-        {"force", test_force, 4}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0}};
+        {"force", test_force, 4}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0},
+        {"closed_idle", test_closed_idle, 0}};
     return proxy_test_main("proxy", cases, sizeof(cases) / sizeof(cases[0]));
 }
