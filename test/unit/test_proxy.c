@@ -84,12 +84,15 @@ START_TEST(test_traffic)
     /* 2 or 3 ranks, 2..4 CTAs; in one 3-rank case ranks 0 and 1 share a node;
      * slots large enough for UCX's rendezvous protocol in the fifth; the
      * sixth to eighth with the CTAs' slots apart from the staging
-     * (GPU-direct); the last four through 2..4 lanes (transports and threads),
-     * one asking for more lanes than there are CTAs. */
+     * (GPU-direct); the next four through 2..4 lanes (transports and threads),
+     * one asking for more lanes than there are CTAs; the last with messages
+     * of at most 8 KB, every piece LL lines, read as they land wherever the
+     * slot allows (half a thousand lines a piece racing UCX's copy). */
     static const struct { int n; uint32_t nctas; int local01; uint32_t slot; int msgs; int split; int lanes; } cases[] = {
         {2, 2, 0, 256, 300, 0, 1},  {3, 3, 0, 256, 300, 0, 1}, {3, 4, 1, 256, 300, 0, 1}, {2, 4, 0, 256, 300, 0, 1},
         {2, 2, 0, 65536, 40, 0, 1}, {2, 2, 0, 256, 300, 1, 1}, {3, 4, 1, 256, 300, 1, 1}, {2, 2, 0, 65536, 40, 1, 1},
-        {2, 4, 0, 256, 300, 0, 2},  {3, 3, 1, 256, 300, 0, 3}, {2, 4, 0, 65536, 40, 1, 4}, {2, 2, 0, 256, 300, 0, 3}};
+        {2, 4, 0, 256, 300, 0, 2},  {3, 3, 1, 256, 300, 0, 3}, {2, 4, 0, 65536, 40, 1, 4}, {2, 2, 0, 256, 300, 0, 3},
+        {2, 2, 0, 65536, 300, 0, 1}};
     world_t *w = calloc(1, sizeof(*w));
     w->n = cases[_i].n;
     w->nctas = cases[_i].nctas;
@@ -101,6 +104,7 @@ START_TEST(test_traffic)
     /* staged: the short pieces as LL lines (twice their bytes in the slot) */
     w->ll = w->split ? 0 : cases[_i].slot / 4 < MPCCL_PROXY_LL_MAX ? cases[_i].slot / 4 : MPCCL_PROXY_LL_MAX;
     w->max_len = 4 * cases[_i].slot + 76; /* up to 5 pieces per message, the last one short */
+    if (_i == sizeof(cases) / sizeof(cases[0]) - 1) w->max_len = w->ll; /* every piece LL */
     all_remote(w);
     if (cases[_i].local01) w->remote[0][1] = w->remote[1][0] = 0;
     w->body = traffic_body;
@@ -111,9 +115,11 @@ START_TEST(test_traffic)
             for (uint32_t g = 0; w->remote[s][d] && g < w->nctas; g++)
                 for (int m = 0; m < w->msgs; m++)
                     pieces += (msg_len(w, s, d, g, m) + cases[_i].slot - 1) / cases[_i].slot;
+    uint32_t landed = 0;
+    for (int r = 0; r < w->n; r++) landed += w->landed[r];
     printf("test_traffic: %d ranks, %u CTAs, %u-byte slots, local01=%d, split=%d, %d lane(s): 2 rounds of %zu "
-           "pieces in %.3f s\n", w->n, w->nctas, cases[_i].slot, cases[_i].local01, w->split, w->lanes, pieces,
-           w->result[0]);
+           "pieces in %.3f s, %u LL pieces read as they landed\n", w->n, w->nctas, cases[_i].slot, cases[_i].local01,
+           w->split, w->lanes, pieces, w->result[0], landed);
     free(w);
 }
 END_TEST
@@ -521,7 +527,7 @@ END_TEST
 int main(void)
 {
     const proxy_test_case_t cases[] = {
-        {"args", test_args, 0}, {"traffic", test_traffic, 12}, {"error", test_error, 0},
+        {"args", test_args, 0}, {"traffic", test_traffic, 13}, {"error", test_error, 0},
         {"force", test_force, 4}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0},
         {"closed_idle", test_closed_idle, 0}};
     return proxy_test_main("proxy", cases, sizeof(cases) / sizeof(cases[0]));
