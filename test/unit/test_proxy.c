@@ -126,6 +126,17 @@ END_TEST
 
 /* ---- errors ---- */
 
+/* The proxy's error once it reports one (at most 20 s). */
+static mpccl_status_t wait_error(mpccl_proxy_comm_t *pc, const char *what)
+{
+    double end = now_s() + 20;
+    while (mpccl_proxy_error(pc) == MPCCL_OK) {
+        ck_assert_msg(now_s() < end, "%s was never reported", what);
+        usleep(1000);
+    }
+    return mpccl_proxy_error(pc);
+}
+
 static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
 {
     mpccl_dev_link_t links[MAXR];
@@ -139,12 +150,7 @@ static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
         kernel_done(pc, MPCCL_PROXY_WORK_ENGINE, &w->launches[0][MPCCL_PROXY_WORK_ENGINE]);
     }
     if (me == 1) {
-        double end = now_s() + 20;
-        while (mpccl_proxy_error(pc) == MPCCL_OK) {
-            ck_assert_msg(now_s() < end, "the truncated receive was never reported");
-            usleep(1000);
-        }
-        ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_ERR_INTERNAL);
+        ck_assert_int_eq(wait_error(pc, "the truncated receive"), MPCCL_ERR_INTERNAL);
         ck_assert_uint_eq(links[0].rx_word[0], 0); /* never handed to the kernel */
         printf("test_error: rank 1 reports %s: %s\n", mpccl_status_name(mpccl_proxy_error(pc)), mpccl_last_error());
     }
@@ -157,22 +163,6 @@ static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
     mpccl_bootstrap_barrier(bs);
     t->ops->close(t, 1);
 }
-
-START_TEST(test_error)
-{
-    world_t *w = calloc(1, sizeof(*w));
-    w->n = 2;
-    w->nctas = 2;
-    w->nslots = 4;
-    w->slot_bytes[0] = 512;
-    w->slot_bytes[1] = 256;
-    w->msgs = 1;
-    all_remote(w);
-    w->body = error_body;
-    run_world(w);
-    free(w);
-}
-END_TEST
 
 /* A peer that closes its side while this rank's proxy has nothing in flight
  * (a peer that destroyed its communicator first): the pre-posted receives
@@ -187,12 +177,7 @@ static void closed_idle_body(world_t *w, int me, mpccl_transport_t *t, mpccl_boo
         mpccl_proxy_detach(pc, 0);
         t->ops->close(t, 1);
     } else {
-        double end = now_s() + 20;
-        while (mpccl_proxy_error(pc) == MPCCL_OK) {
-            ck_assert_msg(now_s() < end, "the peer's close was never seen");
-            usleep(1000);
-        }
-        ck_assert_int_eq(mpccl_proxy_error(pc), MPCCL_ERR_REMOTE);
+        ck_assert_int_eq(wait_error(pc, "the peer's close"), MPCCL_ERR_REMOTE);
         ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "while nothing was in flight"));
         printf("test_closed_idle: rank 1 reports %s\n", mpccl_last_error());
     }
@@ -203,18 +188,32 @@ static void closed_idle_body(world_t *w, int me, mpccl_transport_t *t, mpccl_boo
     }
 }
 
-START_TEST(test_closed_idle)
+/* Two ranks, both remote, 2 CTAs of 4 slots, one message per channel. */
+static void run_pair(void (*body)(world_t *, int, mpccl_transport_t *, mpccl_bootstrap_t *), uint32_t slot0,
+                     uint32_t slot1)
 {
     world_t *w = calloc(1, sizeof(*w));
     w->n = 2;
     w->nctas = 2;
     w->nslots = 4;
-    w->slot_bytes[0] = w->slot_bytes[1] = 256;
+    w->slot_bytes[0] = slot0;
+    w->slot_bytes[1] = slot1;
     w->msgs = 1;
     all_remote(w);
-    w->body = closed_idle_body;
+    w->body = body;
     run_world(w);
     free(w);
+}
+
+START_TEST(test_error)
+{
+    run_pair(error_body, 512, 256);
+}
+END_TEST
+
+START_TEST(test_closed_idle)
+{
+    run_pair(closed_idle_body, 256, 256);
 }
 END_TEST
 
