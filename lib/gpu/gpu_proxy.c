@@ -33,10 +33,10 @@ static int idle(const mpccl_proxy_comm_t *pc)
 
 /* The first failure stops the communicator: its kernel gets no further acks or
  * pieces, and mpccl_proxy_error reports it.  A pre-posted receive whose
- * connection fails while nothing is in flight is most often a peer that destroyed its
- * communicator first (its endpoints close and reset ours): nothing waits for
- * it, so it is logged at INFO, and whatever next uses the communicator gets
- * the error (with this message as ncclGetLastError's). */
+ * connection fails while nothing is in flight is most often a peer that
+ * destroyed its communicator first (its endpoints close and reset ours):
+ * nothing waits for it, so it is logged at INFO, and whatever next uses the
+ * communicator gets the error (with this message as ncclGetLastError's). */
 int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
                      int peer)
 {

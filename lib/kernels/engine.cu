@@ -81,7 +81,6 @@ __device__ __forceinline__ bool ll_line_is(const char *p, uint32_t flag)
     return (uint32_t)(h0 >> 32) == flag && (uint32_t)(h1 >> 32) == flag;
 }
 
-
 /* One step in progress.  The window holds the first W unfinished steps in step
  * order (every unfinished step before `next` is in it): a step that cannot move
  * (a send waiting for its receiver) does not keep later steps out, which a
@@ -387,7 +386,7 @@ struct engine {
             if (sh.bad) { /* the lines are not the piece's: schedules disagree (a peer aborted) */
                 if (!mpccl_aborted())
                     printf("mpccl engine: rank %d step %u: piece %u from peer %d is not the LL piece expected: "
-                       "stopping the communicator\n", comm->rank, e.idx, sh.piece, e.st.peer);
+                           "stopping the communicator\n", comm->rank, e.idx, sh.piece, e.st.peer);
                 stop_comm();
                 return;
             }
