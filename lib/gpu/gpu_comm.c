@@ -5,9 +5,8 @@
  * order, an rx area [slots | ready | len]; for each NVLINK receiver, a tx_ack
  * array; then tx_seq, rx_seq, tx_acked and rx_clean.  Every rank derives
  * every other rank's layout from the agreed link kinds, so a descriptor
- * exchange is all it takes.  HOST
- * pairs keep the same four arrays per ordered pair in a POSIX shared memory
- * segment created by the receiver. */
+ * exchange is all it takes.  HOST pairs keep the same four arrays per ordered
+ * pair in a POSIX shared memory segment created by the receiver. */
 #define _GNU_SOURCE
 #include "gpu/gpu_comm.h"
 
