@@ -151,7 +151,7 @@ typedef struct kchan {
     size_t off;     /* bytes of it already moved */
     uint32_t seq;   /* pieces moved on this channel, ever */
     uint32_t clean[8]; /* receiver: lines of each slot known to hold only LL lines (the device's rx_clean) */
-    uint32_t landed;   /* receiver: LL pieces read as they landed, before the proxy's word */
+    uint32_t landed;   /* receiver: LL pieces read from their lines, not after the proxy's word */
 } kchan_t;
 
 /* One piece from a sender CTA if its slot is free (ack >= p - K + 1). */
@@ -210,7 +210,6 @@ static inline int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mp
     uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
     size_t i = (size_t)g * K + p % K;
     if (c->msg >= w->msgs) return 0;
-    ck_assert_uint_le(K, 8);
     size_t len = msg_len(w, peer, me, g, c->msg), n = len - c->off < S ? len - c->off : S;
     int ll = n <= w->ll;
     uint32_t nl = ll ? MPCCL_PROXY_LL_LINES((uint32_t)n) : 0, f = MPCCL_PROXY_LL_FLAG(p);
@@ -288,6 +287,7 @@ static inline void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpc
     kchan_t tx[MAXR][8], rx[MAXR][8];
     memset(tx, 0, sizeof(tx));
     memset(rx, 0, sizeof(rx));
+    ck_assert_uint_le(w->nslots, sizeof(rx[0][0].clean) / sizeof(rx[0][0].clean[0]));
     double end = now_s() + limit;
     kernel_post(pc, MPCCL_PROXY_WORK_ENGINE);
     for (;;) {
