@@ -22,12 +22,17 @@
 
 /* ---- serving one communicator (proxy thread only) ---- */
 
-/* No launch posted and unfinished on pc (lane 0 counts the launches posted). */
-static int idle(const mpccl_proxy_comm_t *pc)
+/* Launches of kind k posted and not yet done (lane 0 counts those posted). */
+static int32_t unfinished(const mpccl_proxy_comm_t *pc, int k)
 {
     const mpccl_proxy_comm_t *lead = pc->lead ? pc->lead : pc;
+    return (int32_t)(__atomic_load_n(&lead->posted[k], __ATOMIC_SEQ_CST) - *pc->done[k]);
+}
+
+static int idle(const mpccl_proxy_comm_t *pc)
+{
     for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
-        if ((int32_t)(__atomic_load_n(&lead->posted[k], __ATOMIC_SEQ_CST) - *pc->done[k]) > 0) return 0;
+        if (unfinished(pc, k) > 0) return 0;
     return 1;
 }
 
@@ -35,17 +40,17 @@ static int idle(const mpccl_proxy_comm_t *pc)
  * pieces, and mpccl_proxy_error reports it.  A pre-posted receive whose
  * connection fails while nothing is in flight is most often a peer that
  * destroyed its communicator first (its endpoints close and reset ours):
- * nothing waits for it, so it is logged at INFO, and whatever next uses the
- * communicator gets the error (with this message as ncclGetLastError's). */
-int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
-                     int peer)
+ * nothing waits for it, so serve_rx passes quiet: logged at INFO, and
+ * whatever next uses the communicator gets the error (with this message as
+ * ncclGetLastError's). */
+static int fail_as(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
+                   int peer, int quiet)
 {
     if (pc->failed) return 0;
     pc->failed = 1;
     char chan[32], msg[256];
     if (g < pc->nctas) snprintf(chan, sizeof(chan), "CTA %u", g);
     else snprintf(chan, sizeof(chan), "the one-sided channel");
-    int quiet = st == MPCCL_ERR_REMOTE && strcmp(what, "receiving") == 0 && idle(pc);
     snprintf(msg, sizeof(msg), "proxy: rank %d: %s piece %u of %s with rank %d failed (%s)%s; "
              "the proxy stops serving this communicator", pc->rank, what, piece, chan, peer, mpccl_status_name(st),
              quiet ? " while nothing was in flight (the peer destroyed its communicator, or died)" : "");
@@ -58,6 +63,12 @@ int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what
     memcpy(pc->error_msg, msg, sizeof(msg));
     __atomic_store_n(&pc->error, st, __ATOMIC_RELEASE);
     return 1;
+}
+
+int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
+                     int peer)
+{
+    return fail_as(pc, st, what, piece, g, peer, 0);
 }
 
 
@@ -215,7 +226,9 @@ static int serve_rx(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g)
         size_t i = peer_slot(pc, pe, g, p % K);
         mpccl_req_t *r = &pe->rx_req[i];
         if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
-        if (r->status != MPCCL_OK) return mpccl_proxy_fail(pc, r->status, "receiving", p, g, pe->rank);
+        if (r->status != MPCCL_OK) /* a reset of a receive posted ahead while idle: see fail_as */
+            return fail_as(pc, r->status, "receiving", p, g, pe->rank,
+                           r->ahead && r->status == MPCCL_ERR_REMOTE && idle(pc));
         MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: piece %u of channel %u (%zu bytes) from rank %d arrived", pc->rank,
                     p, g, r->bytes, pe->rank);
         if (g == pc->nctas) { /* the one-sided channel: the host hands the piece over */
@@ -361,13 +374,10 @@ int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc)
     if (!pc->started) return 1;
     /* Launches posted and not done, one of which uses this lane (lane 0:
      * every launch); the counts of launches done cover every lane's. */
-    const mpccl_proxy_comm_t *lead = pc->lead ? pc->lead : pc;
-    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++) {
-        uint32_t done = *pc->done[k];
-        if ((int32_t)(__atomic_load_n(&lead->posted[k], __ATOMIC_SEQ_CST) - done) > 0 &&
-            (pc->lane == 0 || (int32_t)(__atomic_load_n(&pc->needed[k], __ATOMIC_SEQ_CST) - done) > 0))
+    for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
+        if (unfinished(pc, k) > 0 &&
+            (pc->lane == 0 || (int32_t)(__atomic_load_n(&pc->needed[k], __ATOMIC_SEQ_CST) - *pc->done[k]) > 0))
             return 1;
-    }
     __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernels' flags after their done count */
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
