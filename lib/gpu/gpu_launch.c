@@ -254,10 +254,13 @@ static void keep_plan(ncclComm_t comm, mpccl_gpu_state_t *s, plan_entry_t *e)
                    (unsigned long long)comm->id, s->nplans);
 }
 
-/* CTAs of a launch of sc that carry pieces (es bytes per element). */
-static uint32_t msg_ctas(const mpccl_gpu_state_t *s, const mpccl_sched_t *sc, uint32_t es)
+/* Between nodes: the pieces a launch of e's plan moves per channel with each
+ * remote peer (es bytes per element), which it posts to the proxy. */
+static mpccl_status_t count_pieces(ncclComm_t comm, const mpccl_gpu_state_t *s, plan_entry_t *e, uint32_t es)
 {
-    return mpccl_gpu_plan_msg_ctas(sc, es, s->g->nctas, s->g->cta_min_bytes);
+    if (comm->topo.nnodes == 1) return MPCCL_OK;
+    return mpccl_gpu_plan_pieces(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->slot_bytes,
+                                 s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
 }
 
 static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,
@@ -295,8 +298,9 @@ static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const m
         int64_t in_off;
         inout_of(d, comm->rank, &io, &in_off);
         st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, io, in_off, &e->gp);
+        if (st == MPCCL_OK && (st = count_pieces(comm, s, e, (uint32_t)mpccl_dtype_size(d->dt))) != MPCCL_OK)
+            mpccl_gpu_plan_free(&e->gp);
         if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
-        else e->gp.msg_ctas = msg_ctas(s, &e->sched, (uint32_t)mpccl_dtype_size(d->dt));
     }
     if (st != MPCCL_OK) {
         free(e);
@@ -349,7 +353,7 @@ static mpccl_status_t get_scratch(mpccl_gpu_state_t *s, size_t bytes, void **out
 
 static mpccl_status_t before_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int *capturing);
 static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_engine_args_t *a,
-                                    cudaStream_t stream, uint32_t msg_ctas);
+                                    cudaStream_t stream, const mpccl_gpu_plan_t *gp);
 static mpccl_status_t after_launch(mpccl_gpu_state_t *s, cudaStream_t stream, int capturing);
 
 /* ---- grouped point-to-point ---- */
@@ -408,8 +412,9 @@ static mpccl_status_t p2p_plan(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_call
     }
     if (st == MPCCL_OK) {
         st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, MPCCL_INOUT_UNKNOWN, 0, &e->gp);
+        if (st == MPCCL_OK && (st = count_pieces(comm, s, e, 1)) != MPCCL_OK) /* grouped p2p plans count bytes */
+            mpccl_gpu_plan_free(&e->gp);
         if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
-        else e->gp.msg_ctas = msg_ctas(s, &e->sched, 1); /* grouped p2p plans count bytes */
     }
     if (st != MPCCL_OK) {
         free(e);
@@ -497,7 +502,7 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
     a.dtype = ncclUint8;
     a.op = MPCCL_OP_SUM;
     a.ab = mpccl_gpu_abort_arg(s->g->abort);
-    if (pe->sched.nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream, pe->gp.msg_ctas), st, out);
+    if (pe->sched.nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream, &pe->gp), st, out);
     MPCCL_CHECK_GOTO(join_streams(s, calls, n, 1), st, out);
     st = after_launch(s, stream, capturing);
 out:
@@ -507,16 +512,15 @@ out:
 
 /* ---- launch ---- */
 
-/* An engine launch; between nodes it is the proxy's work (gpu_proxy_work.h). */
+/* An engine launch; between nodes it posts its pieces to the proxy
+ * (gpu_proxy_work.h). */
 static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl_engine_args_t *a,
-                                    cudaStream_t stream, uint32_t msg_ctas)
+                                    cudaStream_t stream, const mpccl_gpu_plan_t *gp)
 {
     mpccl_proxy_work_token_t tok;
     mpccl_proxy_work_args_t pa;
     if (comm->topo.nnodes == 1) return mpccl_engine_launch(a, s->g->nctas, stream);
-    MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, msg_ctas, &pa, &tok));
-    a->proxy_count = pa.count;
-    a->proxy_done = pa.done;
+    MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, 0, gp->due, gp->ndue, &pa, &tok));
     mpccl_status_t st = mpccl_engine_launch(a, s->g->nctas, stream);
     mpccl_status_t e = mpccl_proxy_work_end(&s->work, stream, &tok, st);
     return st != MPCCL_OK ? st : e;
@@ -749,7 +753,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
         MPCCL_CHECK_GOTO(scale_input(call, pre, sc->in_elems, stream), st, out);
         a.buf[MPCCL_BUF_IN] = pre;
     }
-    if (sc->nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream, pe->gp.msg_ctas), st, out);
+    if (sc->nsteps) MPCCL_CHECK_GOTO(launch_engine(comm, s, &a, stream, &pe->gp), st, out);
     MPCCL_TRACE(MPCCL_SUB_COLL, "comm 0x%llx: engine launch: %s, %zu elements, %u steps", (unsigned long long)comm->id,
                 mpccl_coll_name(call->desc.coll), (size_t)call->desc.count, sc->nsteps);
     st = after_launch(s, stream, capturing);

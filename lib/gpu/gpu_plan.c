@@ -239,20 +239,47 @@ mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, in
 }
 
 /* ---- Upload (CUDA) ------------------------------------------------------------ */
-uint32_t mpccl_gpu_plan_msg_ctas(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes)
+/* The pieces CTA g cuts its part of a message of count elements into: the
+ * engine's loop in try_message (pieces of at most slot_bytes / es elements). */
+static uint32_t pieces_of(uint64_t count, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t slot_bytes,
+                          uint32_t g)
 {
-    uint32_t most = 0;
-    for (uint32_t i = 0; i < s->nsteps && most < nctas; i++) {
+    uint64_t b, e, per = slot_bytes / es;
+    mpccl_dev_partition(count, es, nctas, min_bytes, g, &b, &e);
+    return per ? (uint32_t)((e - b + per - 1) / per) : 0;
+}
+
+mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes,
+                                     uint32_t slot_bytes, const mpccl_dev_link_t *links, int nranks,
+                                     mpccl_proxy_due_t **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint32_t *dense = NULL; /* [rank][g][tx, rx] */
+    for (uint32_t i = 0; i < s->nsteps; i++) {
         const mpccl_step_t *st = &s->steps[i];
         if (st->kind != MPCCL_STEP_SEND && st->kind != MPCCL_STEP_RECV) continue;
-        for (uint32_t g = most; g < nctas; g++) { /* the CTAs with data come first */
-            uint64_t b, e;
-            mpccl_dev_partition(st->count, es, nctas, min_bytes, g, &b, &e);
-            if (b == e) break;
-            most = g + 1;
-        }
+        if (st->peer < 0 || st->peer >= nranks || links[st->peer].kind != MPCCL_LINK_PROXY) continue;
+        if (dense == NULL && (dense = calloc((size_t)nranks * nctas * 2, sizeof(*dense))) == NULL)
+            return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan's piece counts (%d ranks x %u CTAs)",
+                              nranks, nctas);
+        for (uint32_t g = 0; g < nctas; g++)
+            dense[((size_t)st->peer * nctas + g) * 2 + (st->kind == MPCCL_STEP_RECV)] +=
+                pieces_of(st->count, es, nctas, min_bytes, slot_bytes, g);
     }
-    return most;
+    if (dense == NULL) return MPCCL_OK;
+    size_t used = 0;
+    for (size_t c = 0; c < (size_t)nranks * nctas; c++) used += dense[2 * c] || dense[2 * c + 1];
+    if (used && (*out = malloc(used * sizeof(**out))) == NULL) {
+        free(dense);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan's piece counts (%zu channels)", used);
+    }
+    for (size_t c = 0; c < (size_t)nranks * nctas; c++)
+        if (dense[2 * c] || dense[2 * c + 1])
+            (*out)[(*n)++] = (mpccl_proxy_due_t){(int32_t)(c / nctas), (uint32_t)(c % nctas), dense[2 * c],
+                                                 dense[2 * c + 1]};
+    free(dense);
+    return MPCCL_OK;
 }
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
@@ -320,6 +347,7 @@ void mpccl_gpu_plan_free(mpccl_gpu_plan_t *p)
 {
     if (!p) return;
     if (p->dev_mem) cudaFree(p->dev_mem);
+    free(p->due);
     memset(p, 0, sizeof(*p));
 }
 #endif

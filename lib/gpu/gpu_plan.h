@@ -16,6 +16,7 @@
 #include "kernels/devplan.h"
 #include "algo/algo_schedule.h"
 #include "util/status.h"
+#include "gpu/gpu_proxy_due.h"
 
 /* Largest window (steps a CTA keeps in progress at once) the engine supports:
  * its per-step progress lives in shared memory. */
@@ -51,8 +52,10 @@ typedef struct mpccl_gpu_plan {
     uint32_t nctas;        /* the launch width it was uploaded for */
     uint32_t window;
     uint32_t nlocal;       /* dependencies marked local (statistics, tests) */
-    uint32_t msg_ctas;     /* CTAs with a part of some message (mpccl_gpu_plan_msg_ctas);
-                            * set by the launcher */
+    mpccl_proxy_due_t *due; /* between nodes: the pieces of each launch per channel
+                             * (mpccl_gpu_plan_pieces), set by the launcher; freed
+                             * with the plan */
+    uint32_t ndue;
 } mpccl_gpu_plan_t;
 
 /* Byte layout of the allocation: the host image (pointers filled for device
@@ -61,11 +64,17 @@ typedef struct mpccl_gpu_plan {
 mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, int64_t in_off, uint32_t window,
                                     uintptr_t base, void **image, size_t *bytes, uint32_t *nlocal);
 
-/* CTAs of a launch of s (nctas CTAs, es bytes per element, the engine's
- * minimum share min_bytes) that carry message pieces: the widest partition
- * (mpccl_dev_partition) of its SEND and RECV steps; the proxy wakes only
- * their lanes (mpccl_proxy_post). */
-uint32_t mpccl_gpu_plan_msg_ctas(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes);
+/* The pieces a launch of s (nctas CTAs, es bytes per element, the engine's
+ * minimum share min_bytes, slot_bytes per slot) moves through each channel
+ * with a peer whose link is MPCCL_LINK_PROXY, cut as the engine cuts them:
+ * each SEND / RECV step's part on CTA g (mpccl_dev_partition) in pieces of
+ * at most slot_bytes / es elements.  The proxy polls a channel while pieces
+ * posted for it are unfinished (mpccl_proxy_post_pieces).  *out: one entry
+ * per channel with pieces, sorted by rank, then CTA (malloc'ed; NULL with
+ * *n = 0 when none). */
+mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes,
+                                     uint32_t slot_bytes, const mpccl_dev_link_t *links, int nranks,
+                                     mpccl_proxy_due_t **out, uint32_t *n);
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
 /* Converts and uploads s for launches of nctas CTAs keeping window steps in

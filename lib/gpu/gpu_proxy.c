@@ -29,10 +29,26 @@ static int32_t unfinished(const mpccl_proxy_comm_t *pc, int k)
     return (int32_t)(__atomic_load_n(&lead->posted[k], __ATOMIC_SEQ_CST) - *pc->done[k]);
 }
 
+/* Pieces posted to channel g of pe that this lane has not yet sent, or not
+ * yet received and handed to the kernel; none once the communicator's
+ * kernels were stopped (they will move no more). */
+static int chan_due(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, uint32_t g)
+{
+    if (pc->stop && __atomic_load_n(pc->stop, __ATOMIC_RELAXED)) return 0;
+    const proxy_chan_t *c = &pe->chan[g];
+    return (int32_t)(__atomic_load_n(&c->tx_due, __ATOMIC_ACQUIRE) - c->tx_next) > 0 ||
+           (int32_t)(__atomic_load_n(&c->rx_due, __ATOMIC_ACQUIRE) - c->rx_pub) > 0;
+}
+
+/* Nothing posted is unfinished on this lane: no launch of a kind that counts
+ * itself done, no piece of an engine launch on a channel the lane serves. */
 static int idle(const mpccl_proxy_comm_t *pc)
 {
     for (int k = 0; k < MPCCL_PROXY_WORK_KINDS; k++)
         if (unfinished(pc, k) > 0) return 0;
+    for (int k = 0; k < pc->npeers; k++)
+        for (uint32_t g = pc->peers[k].first_chan; g < pc->nctas; g++)
+            if (chan_served(pc, g) && chan_due(pc, &pc->peers[k], g)) return 0;
     return 1;
 }
 
@@ -388,6 +404,7 @@ int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc)
             size_t next = peer_slot(pc, pe, g, c->tx_next % K);
             uint32_t raised = g < pc->nctas ? (uint32_t)pe->tx_word[next] : pe->tx_ready[next];
             if (c->tx_next != c->tx_done || raised == c->tx_next + 1) return 1;
+            if (g < pc->nctas && chan_due(pc, pe, g)) return 1;
             if (pe->rx_req[peer_slot(pc, pe, g, c->rx_pub % K)].done && c->rx_pub != c->rx_posted) return 1;
             if (g == pc->nctas && c->rx_posted - c->rx_pub != K) return 1;
             if (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) return 1;
@@ -648,6 +665,47 @@ void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches, uint3
         if ((int32_t)launches > 0) __atomic_store_n(&x->needed[kind], now, __ATOMIC_SEQ_CST);
         mpccl_proxy_wake_lane((int)x->lane);
     }
+}
+
+/* The remote peer of rank r with CTA channels (pc->peers is in rank order), or NULL. */
+static proxy_peer_t *cta_peer(mpccl_proxy_comm_t *pc, int32_t r)
+{
+    int lo = 0, hi = pc->npeers;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (pc->peers[mid].rank < r) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == pc->npeers || pc->peers[lo].rank != r || pc->peers[lo].first_chan != 0) return NULL;
+    return &pc->peers[lo];
+}
+
+void mpccl_proxy_post_pieces(mpccl_proxy_comm_t *pc, const mpccl_proxy_due_t *due, uint32_t n, int32_t times)
+{
+    if (pc == NULL || pc->npeers == 0 || n == 0 || times == 0) return;
+    uint32_t woken = 0; /* lanes to wake (bit per lane) */
+    for (uint32_t i = 0; i < n; i++) {
+        const mpccl_proxy_due_t *d = &due[i];
+        if (d->chan >= pc->nctas || (d->tx == 0 && d->rx == 0)) continue;
+        for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) {
+            if (!chan_served(x, d->chan)) continue;
+            proxy_peer_t *pe = cta_peer(x, d->rank);
+            if (pe == NULL) break;
+            proxy_chan_t *c = &pe->chan[d->chan];
+            /* modulo 2^32: times < 0 subtracts */
+            if (d->tx) __atomic_add_fetch(&c->tx_due, d->tx * (uint32_t)times, __ATOMIC_RELEASE);
+            if (d->rx) __atomic_add_fetch(&c->rx_due, d->rx * (uint32_t)times, __ATOMIC_RELEASE);
+            woken |= 1u << x->lane;
+            break;
+        }
+    }
+    for (mpccl_proxy_comm_t *x = pc; x && times > 0; x = x->lanes_next)
+        if (woken & (1u << x->lane)) mpccl_proxy_wake_lane((int)x->lane);
+}
+
+void mpccl_proxy_set_stop_word(mpccl_proxy_comm_t *pc, const volatile uint32_t *stop)
+{
+    for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) x->stop = stop;
 }
 
 void mpccl_proxy_set_ll_bytes(mpccl_proxy_comm_t *pc, uint32_t bytes)

@@ -43,6 +43,7 @@
 #include "util/status.h"
 #include "core/tags.h"
 #include "core/transport.h"
+#include "gpu/gpu_proxy_due.h"
 
 /* Memory the GPU and the host can both read and write.  alloc returns the host
  * pointer and the device pointer of the same bytes (equal for plain host memory
@@ -178,27 +179,45 @@ int mpccl_proxy_run(mpccl_proxy_comm_t *pc, int (*fn)(void *), void *arg);
  * receive already matched) is left allocated rather than freed under it. */
 void mpccl_proxy_detach(mpccl_proxy_comm_t *pc, int force);
 
-/* Work for the proxy thread, which sleeps while it has none.  Before the host
- * enqueues a kernel that moves pieces through pc's channels (an engine launch
- * on a communicator with remote peers, a put to one), or each time a CUDA
- * graph holding one is replayed, it posts one launch of that kind.  When a
- * launch has raised its last tx_ready and rx_ack, its last CTA stores the
- * number of launches of that kind finished so far (a device-side count) into
- * the kind's done word (pinned host memory): a release store, no atomic
- * over PCIe.  Launches of one kind finish in order (the engine's launches of a
- * communicator run one after another), so the word only grows; were two to
- * finish out of order, the word would lag and the proxy would poll longer,
- * never sleep early.  The proxy polls the kernels' flags only while posted
- * exceeds done for a kind, or sends are in flight.  Arrivals nobody announced
- * wake it through the transport's arm.  Any thread; cheap (two atomics; a
- * write to an eventfd when it sleeps). */
+/* Work for the proxy thread, which sleeps while it has none.  Kernel flags in
+ * host memory cannot wake it, so it polls them only while the host told it
+ * that work is on its way:
+ *
+ * - An engine launch (or each replay of a CUDA graph holding one) posts the
+ *   pieces it will move through each (remote peer, CTA) channel
+ *   (mpccl_proxy_post_pieces), counted from its plan on the host as the
+ *   engine cuts them.  The channel's lane polls while pieces posted are not
+ *   yet sent, or not yet received and handed to the kernel; the kernel
+ *   signals nothing at its end (a system-scope release at the end of every
+ *   launch cost 1-2 us).  Pieces a graph's kernel raises before its replay
+ *   posted them are sent all the same (the counters are modulo 2^32, compared
+ *   signed).
+ * - A one-sided put kernel (MPCCL_PROXY_WORK_PUT) posts a launch
+ *   (mpccl_proxy_post); its last CTA stores the count of launches of that kind
+ *   finished so far (a device-side count) into the kind's done word (pinned
+ *   host memory): a release store, no atomic over PCIe.  The proxy polls the
+ *   one-sided channel while posted exceeds done.
+ *
+ * Arrivals nobody announced wake it through the transport's arm.  Any
+ * thread; cheap (atomics; a write to an eventfd when it sleeps). */
 enum { MPCCL_PROXY_WORK_ENGINE = 0, MPCCL_PROXY_WORK_PUT = 1, MPCCL_PROXY_WORK_KINDS = 2 };
 /* ctas: how many CTAs of the launches carry pieces (their channels are CTAs
  * 0..ctas-1; MPCCL_PROXY_ALL_CTAS when not known): only the lanes of those
- * channels are woken and poll for it (a small message on CTA 0 keeps one
- * thread busy, not every lane's); the one-sided channel is lane 0's. */
+ * channels are woken; the one-sided channel is lane 0's. */
 #define MPCCL_PROXY_ALL_CTAS 0xffffffffu
 void mpccl_proxy_post(mpccl_proxy_comm_t *pc, int kind, uint32_t launches, uint32_t ctas);
+
+/* Posts `times` launches each moving due[0..n) (times < 0 takes back as many:
+ * a launch that failed to enqueue), then wakes the lanes of those channels.
+ * Entries naming a rank that is not a remote peer with CTA channels are
+ * skipped. */
+void mpccl_proxy_post_pieces(mpccl_proxy_comm_t *pc, const mpccl_proxy_due_t *due, uint32_t n, int32_t times);
+
+/* The communicator's stop word (lib/kernels/abort.h: its kernels leave their
+ * loops once it is nonzero, having moved only part of what was posted): the
+ * pieces posted and unfinished then keep no lane awake.  It must outlive pc.
+ * Before the first launch. */
+void mpccl_proxy_set_stop_word(mpccl_proxy_comm_t *pc, const volatile uint32_t *stop);
 
 /* The largest LL piece the kernels send (the communicator's proxy_ll_bytes,
  * devplan.h; 0 by default: none).  Before the first launch. */

@@ -101,6 +101,7 @@ mpccl_status_t mpccl_gpu_attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
                                                   os_links, &s->proxy),
                          st, out);
         mpccl_proxy_set_ll_bytes(s->proxy, s->g->proxy_ll_bytes);
+        if (s->g->abort) mpccl_proxy_set_stop_word(s->proxy, &s->g->abort->host->stop);
         MPCCL_CHECK_GOTO(mpccl_proxy_work_init(&s->work, s->proxy), st, out);
         if (comm->topo.nnodes > 1)
             MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: collectives and send/recv to other nodes: %s (%s), %d "

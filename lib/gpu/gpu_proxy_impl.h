@@ -16,6 +16,10 @@ typedef struct proxy_chan {
     uint32_t tx_done;   /* pieces sent and acknowledged (the value of tx_ack) */
     uint32_t rx_pub;    /* next piece to hand to the kernel (rx_word) */
     uint32_t rx_posted; /* pieces whose receive has been posted */
+    /* Pieces posted engine launches move (mpccl_proxy_post_pieces): added by
+     * user threads, read atomically by the lane's thread; the lane polls while
+     * tx_next or rx_pub is behind them. */
+    uint32_t tx_due, rx_due;
 } proxy_chan_t;
 
 /* Host views of one remote peer's staging; arrays indexed [g][slot] or [g]. */
@@ -59,9 +63,10 @@ struct mpccl_proxy_comm {
     size_t nslot_total; /* slots per peer and direction: nctas * nslots + os_nslots */
     mpccl_proxy_os_t os;
     mpccl_proxy_alloc_t alloc;
-    /* Posted work (mpccl_proxy_post) per kind: launches announced by the host,
-     * and the count of them the kernels reported done (pinned memory at the end
-     * of the staging, one line each; done_dev: device views). */
+    /* Posted launches (mpccl_proxy_post) per kind: launches announced by the
+     * host, and the count of them the kernels reported done (pinned memory at
+     * the end of the staging, one line each; done_dev: device views).  Engine
+     * launches post pieces per channel instead (proxy_chan_t's due counts). */
     uint32_t posted[MPCCL_PROXY_WORK_KINDS]; /* lane 0's only: the other lanes read their lead's */
     uint32_t needed[MPCCL_PROXY_WORK_KINDS]; /* posted as of the last launch that uses this lane */
     volatile uint32_t *done[MPCCL_PROXY_WORK_KINDS];
@@ -76,6 +81,7 @@ struct mpccl_proxy_comm {
      * device memory would call CUDA on the proxy thread.  NULL: none. */
     void *stage_region, *slots_region;
     int flushed;       /* this pass flushed the device's received writes already */
+    const volatile uint32_t *stop; /* the communicator's kernels stopped when nonzero (or NULL) */
     uint32_t ll_bytes; /* LL pieces carry at most this (devplan.h): after a send, the
                         * span their lines could take is zeroed (0: no LL, nothing) */
     int os_rma;        /* one-sided pieces to remote peers are GPU-direct puts (atomic) */

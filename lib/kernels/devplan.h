@@ -139,8 +139,6 @@ typedef struct mpccl_engine_args {
     int32_t op;                   /* mpccl_op_t */
     uint64_t divisor;             /* STEP_DIVIDE */
     unsigned char scalar[8];      /* STEP_SCALE: one element of dtype */
-    uint32_t *proxy_count;        /* between nodes: launches finished (device memory) ... */
-    uint32_t *proxy_done;         /* ... stored here by the last CTA (pinned; lib/gpu/gpu_proxy.h) */
     mpccl_abort_arg_t ab;         /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_engine_args_t;
 

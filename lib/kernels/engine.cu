@@ -34,7 +34,6 @@ extern "C" {
 #include "kernels/abort.cuh"
 #include "kernels/elementwise.cuh"
 #include "kernels/engine.h"
-#include "kernels/proxy_done.cuh"
 #include "kernels/engine_trace.cuh"
 
 namespace {
@@ -528,10 +527,9 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
     if (threadIdx.x == 0) {
         uint32_t G = gridDim.x, last = (sh.epoch + 1u) * G;
         __threadfence();
-        if (atomicAdd(plan->ctas_finished, 1u) + 1u == last) {
-            atomicAdd(plan->launches, 1u);
-            mpccl_proxy_launch_done(a.proxy_count, a.proxy_done);
-        }
+        /* Nothing for the proxy: it knows each launch's pieces from the host
+         * (lib/gpu/gpu_proxy.h, mpccl_proxy_post_pieces). */
+        if (atomicAdd(plan->ctas_finished, 1u) + 1u == last) atomicAdd(plan->launches, 1u);
         sh.tr.end(a.comm->rank, sh.epoch);
     }
 }

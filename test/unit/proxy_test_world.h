@@ -2,7 +2,7 @@
  * with real UCX transports, staging is malloc'd (host pointer = device
  * pointer), and a "kernel" per rank plays the device engine's side of the
  * PROXY link protocol exactly as lib/kernels/devplan.h describes it, posting
- * its work to the proxy and counting itself done as the engine's CTAs do.
+ * its work to the proxy as the engine's launches do.
  * Payloads are seeded random (the includer sets seed). */
 #ifndef MPCCL_PROXY_TEST_WORLD_H
 #define MPCCL_PROXY_TEST_WORLD_H
@@ -254,20 +254,39 @@ static inline int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mp
     return 1;
 }
 
-/* What an engine launch does around its work: the host posts it before it
- * starts, and its last CTA stores the count of launches finished into the
- * done word after its last tx_ready / rx_ack (it does not wait for the last
- * sends to complete).  The count lives in the device's memory; here, a plain
- * counter per communicator and kind (a rank's launches of one kind run one
- * at a time). */
-static inline void kernel_post_ctas(mpccl_proxy_comm_t *pc, int kind, uint32_t ctas)
+/* What a launch does around its work.  An engine launch: the host posts the
+ * pieces it will move per channel before it starts (counted here from the
+ * messages, as gpu_plan counts them from the plan), and the kernel signals
+ * nothing at its end.  A put launch: the host posts it, and its last CTA
+ * stores the count of launches finished into the done word after its last
+ * tx_ready (it does not wait for the sends to complete); the count lives in
+ * the device's memory, here a plain counter per communicator and kind (a
+ * rank's launches of one kind run one at a time). */
+static inline uint32_t pieces_of(size_t len, uint32_t slot)
 {
-    mpccl_proxy_post(pc, kind, 1, ctas);
+    return (uint32_t)((len + slot - 1) / slot);
+}
+
+/* The pieces of every message of this rank's channels, posted times times. */
+static inline void kernel_post_pieces(world_t *w, int me, mpccl_proxy_comm_t *pc, int32_t times)
+{
+    mpccl_proxy_due_t due[MAXR * 8];
+    uint32_t n = 0;
+    for (int peer = 0; peer < w->n; peer++)
+        for (uint32_t g = 0; w->remote[me][peer] == MPCCL_PROXY_REMOTE && g < w->nctas; g++) {
+            mpccl_proxy_due_t d = {peer, g, 0, 0};
+            for (int m = 0; m < w->msgs; m++) {
+                d.tx += pieces_of(msg_len(w, me, peer, g, m), w->slot_bytes[me]);
+                d.rx += pieces_of(msg_len(w, peer, me, g, m), w->slot_bytes[me]);
+            }
+            due[n++] = d;
+        }
+    mpccl_proxy_post_pieces(pc, due, n, times);
 }
 
 static inline void kernel_post(mpccl_proxy_comm_t *pc, int kind)
 {
-    kernel_post_ctas(pc, kind, MPCCL_PROXY_ALL_CTAS);
+    mpccl_proxy_post(pc, kind, 1, MPCCL_PROXY_ALL_CTAS);
 }
 
 static inline void kernel_done(mpccl_proxy_comm_t *pc, int kind, uint32_t *count)
@@ -289,7 +308,7 @@ static inline void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpc
     memset(rx, 0, sizeof(rx));
     ck_assert_uint_le(w->nslots, sizeof(rx[0][0].clean) / sizeof(rx[0][0].clean[0]));
     double end = now_s() + limit;
-    kernel_post(pc, MPCCL_PROXY_WORK_ENGINE);
+    kernel_post_pieces(w, me, pc, 1);
     for (;;) {
         int act = 0, left = 0;
         for (int peer = 0; peer < w->n; peer++) {
@@ -306,7 +325,6 @@ static inline void kernel(world_t *w, int me, const mpccl_dev_link_t *links, mpc
         if (now_s() > end) ck_abort_msg("rank %d: %d channels unfinished after %.0f s", me, left, limit);
         sched_yield();
     }
-    kernel_done(pc, MPCCL_PROXY_WORK_ENGINE, &w->launches[me][MPCCL_PROXY_WORK_ENGINE]);
     for (int peer = 0; peer < w->n; peer++)
         for (uint32_t g = 0; g < w->nctas; g++) w->landed[me] += rx[peer][g].landed;
     /* Every tx piece acknowledged: the proxy finishes the sends on its own. */

@@ -474,51 +474,87 @@ START_TEST(partition_tiles_with_minimum)
 }
 END_TEST
 
-/* mpccl_gpu_plan_msg_ctas: every CTA with a part of some SEND or RECV step
- * lies below it (the proxy must wake those CTAs' lanes), and the last CTA
- * below it has such a part (no lane woken for nothing); hand cases and the
- * real plans of every collective at awkward counts and widths. */
-static void check_msg_ctas(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min, const char *what)
+/* mpccl_gpu_plan_pieces: the proxy polls a channel until the pieces posted
+ * for it moved, so the count must be the engine's, piece for piece: here the
+ * engine's cut (try_message: the CTA's partition in pieces of at most
+ * slot / es elements) is replayed step by step and compared, for hand cases
+ * and the real plans of every collective at awkward counts, widths and slot
+ * sizes, with some peers on the same node (their steps are not the proxy's). */
+static void check_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min, uint32_t slot,
+                         const mpccl_dev_link_t *links, int nranks, const char *what)
 {
-    uint32_t m = mpccl_gpu_plan_msg_ctas(s, es, nctas, min);
-    ck_assert_msg(m <= nctas, "%s: %u of %u CTAs", what, m, nctas);
-    int top_used = m == 0;
+    mpccl_proxy_due_t *due = NULL;
+    uint32_t n = 0;
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(s, es, nctas, min, slot, links, nranks, &due, &n), MPCCL_OK);
+    uint32_t *want = calloc((size_t)nranks * nctas * 2, sizeof(*want));
+    ck_assert_ptr_nonnull(want);
     for (uint32_t i = 0; i < s->nsteps; i++) {
-        if (s->steps[i].kind != MPCCL_STEP_SEND && s->steps[i].kind != MPCCL_STEP_RECV) continue;
+        const mpccl_step_t *st = &s->steps[i];
+        if ((st->kind != MPCCL_STEP_SEND && st->kind != MPCCL_STEP_RECV) || links[st->peer].kind != MPCCL_LINK_PROXY)
+            continue;
         for (uint32_t g = 0; g < nctas; g++) {
-            uint64_t b, e;
-            mpccl_dev_partition(s->steps[i].count, es, nctas, min, g, &b, &e);
-            if (b == e) continue;
-            ck_assert_msg(g < m, "%s: step %u has a part on CTA %u, msg_ctas %u", what, i, g, m);
-            if (g + 1 == m) top_used = 1;
+            uint64_t b, e, prog = 0, per = slot / es;
+            mpccl_dev_partition(st->count, es, nctas, min, g, &b, &e);
+            while (prog < e - b) { /* the engine's loop, one piece at a time */
+                uint64_t left = e - b - prog;
+                prog += left < per ? left : per;
+                want[((size_t)st->peer * nctas + g) * 2 + (st->kind == MPCCL_STEP_RECV)]++;
+            }
         }
     }
-    ck_assert_msg(top_used, "%s: msg_ctas %u, but CTA %u carries nothing", what, m, m - 1);
+    uint32_t k = 0;
+    for (int r = 0; r < nranks; r++)
+        for (uint32_t g = 0; g < nctas; g++) {
+            const uint32_t *w = &want[((size_t)r * nctas + g) * 2];
+            if (!w[0] && !w[1]) continue;
+            ck_assert_msg(k < n, "%s: rank %d CTA %u: %u / %u pieces expected, not listed", what, r, g, w[0], w[1]);
+            ck_assert_msg(due[k].rank == r && due[k].chan == g, "%s: entry %u is rank %d CTA %u, expected rank %d "
+                          "CTA %u (sorted, no empty entries)", what, k, due[k].rank, due[k].chan, r, g);
+            ck_assert_msg(due[k].tx == w[0] && due[k].rx == w[1], "%s: rank %d CTA %u: %u / %u pieces, the engine "
+                          "moves %u / %u", what, r, g, due[k].tx, due[k].rx, w[0], w[1]);
+            k++;
+        }
+    ck_assert_msg(k == n, "%s: %u entries, expected %u", what, n, k);
+    free(want);
+    free(due);
 }
 
-START_TEST(msg_ctas_cover_messages)
+START_TEST(pieces_as_the_engine_cuts)
 {
+    mpccl_dev_link_t links[8];
+    memset(links, 0, sizeof(links));
+    for (int r = 1; r < 8; r++) links[r].kind = MPCCL_LINK_PROXY;
     mpccl_sched_t s;
     mpccl_build_t b;
+    mpccl_proxy_due_t *due;
+    uint32_t n;
     ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
     mpccl_b_copy(&b, R(MPCCL_BUF_OUT, 0), R(MPCCL_BUF_IN, 0), 1 << 20, NULL, 0);
     ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
-    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 4, 4, 32768), 0); /* no message */
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_uint_eq(n, 0); /* no message */
+    ck_assert_ptr_null(due);
     mpccl_sched_free(&s);
     ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
-    mpccl_b_send(&b, 1, R(MPCCL_BUF_IN, 0), 2, NULL, 0);           /* 8 bytes: CTA 0 */
-    mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, 0), 100000, NULL, 0);     /* 400 KB over 4 CTAs */
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_IN, 0), 2, NULL, 0);       /* 8 bytes: one piece on CTA 0 */
+    mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, 0), 100000, NULL, 0); /* 400 KB: 100 KB per CTA, two 64 KB pieces */
     ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
-    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 4, 4, 32768), 4);
-    /* As bytes, 100000: three 32 KB shares and the rest, on 4 CTAs or 16. */
-    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 1, 4, 32768), 4);
-    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 1, 16, 32768), 4);
-    ck_assert_uint_eq(mpccl_gpu_plan_msg_ctas(&s, 1, 4, 1 << 20), 1);
-    check_msg_ctas(&s, 4, 4, 32768, "hand");
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert(due[0].rank == 1 && due[0].chan == 0 && due[0].tx == 1 && due[0].rx == 2);
+    ck_assert(due[3].rank == 1 && due[3].chan == 3 && due[3].tx == 0 && due[3].rx == 2);
+    free(due);
+    links[1].kind = MPCCL_LINK_NVLINK; /* the same node: nothing for the proxy */
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_uint_eq(n, 0);
+    links[1].kind = MPCCL_LINK_PROXY;
+    check_pieces(&s, 4, 4, 32768, 65536, links, 2, "hand");
+    check_pieces(&s, 1, 16, 0, 1024, links, 2, "hand, bytes");
     mpccl_sched_free(&s);
     test_topo_t tt;
     static const uint32_t widths[] = {1, 3, 4, 16};
     static const uint32_t mins[] = {0, 4096, 32768};
+    static const uint32_t slots[] = {1024, 65536, 1 << 20};
     for (size_t ci = 0; ci < sizeof(combos) / sizeof(combos[0]); ci++)
         for (int n = 2; n <= 8; n += 3) {
             uint64_t counts[] = {1, 7, 8193, 300000 + rnd() % 5000};
@@ -529,12 +565,15 @@ START_TEST(msg_ctas_cover_messages)
                 p.forced[combos[ci].coll] = combos[ci].algo;
                 mpccl_coll_desc_t d = {combos[ci].coll, counts[k], ncclFloat32, MPCCL_OP_SUM, 0, 0, root, 0};
                 ck_assert_int_eq(mpccl_plan(&tt.t, &d, &p, &s), MPCCL_OK);
+                for (int q = 0; q < n; q++) /* some peers on this rank's node */
+                    links[q].kind = q == r ? MPCCL_LINK_NONE : rnd() % 3 ? MPCCL_LINK_PROXY : MPCCL_LINK_NVLINK;
                 char what[128];
                 for (int w = 0; w < 4; w++) {
-                    uint32_t G = widths[w], min = mins[rnd() % 3];
-                    snprintf(what, sizeof(what), "%s/%s n=%d count %llu, %u CTAs, min %u", mpccl_coll_name(d.coll),
-                             mpccl_algo_name((mpccl_algo_t)s.algo), n, (unsigned long long)d.count, G, min);
-                    check_msg_ctas(&s, 4, G, min, what);
+                    uint32_t G = widths[w], min = mins[rnd() % 3], slot = slots[rnd() % 3];
+                    snprintf(what, sizeof(what), "%s/%s n=%d count %llu, %u CTAs, min %u, slot %u",
+                             mpccl_coll_name(d.coll), mpccl_algo_name((mpccl_algo_t)s.algo), n,
+                             (unsigned long long)d.count, G, min, slot);
+                    check_pieces(&s, 4, G, min, slot, links, n, what);
                 }
                 mpccl_sched_free(&s);
             }
@@ -561,7 +600,7 @@ int main(void)
     tcase_add_test(tc, image_layout);
     tcase_add_test(tc, bad_schedule_rejected);
     tcase_add_test(tc, partition_tiles_with_minimum);
-    tcase_add_test(tc, msg_ctas_cover_messages);
+    tcase_add_test(tc, pieces_as_the_engine_cuts);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);

@@ -143,11 +143,11 @@ static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
     mpccl_proxy_comm_t *pc = attach(w, me, t, links);
     if (me == 0) { /* piece 0 of CTA 0: 512 bytes towards a peer whose slots hold 256 */
         const mpccl_dev_link_t *l = &links[1];
-        kernel_post(pc, MPCCL_PROXY_WORK_ENGINE);
+        mpccl_proxy_due_t due = {1, 0, 1, 0};
+        mpccl_proxy_post_pieces(pc, &due, 1, 1);
         for (int k = 0; k < 512; k++) l->tx_slots[k] = (char)msg_byte(0, 1, 0, 0, (size_t)k);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         l->tx_word[0] = (512ull << 32) | 1u;
-        kernel_done(pc, MPCCL_PROXY_WORK_ENGINE, &w->launches[0][MPCCL_PROXY_WORK_ENGINE]);
     }
     if (me == 1) {
         ck_assert_int_eq(wait_error(pc, "the truncated receive"), MPCCL_ERR_INTERNAL);
@@ -229,7 +229,7 @@ static void force_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
     kchan_t tx[MAXR][8];
     memset(tx, 0, sizeof(tx));
     double end = now_s() + 0.5;
-    kernel_post(pc, MPCCL_PROXY_WORK_ENGINE); /* never done: detach does not wait for posted work */
+    kernel_post_pieces(w, me, pc, 1); /* never all moved: detach does not wait for posted work */
     while (now_s() < end)
         for (int peer = 0; peer < w->n; peer++)
             for (uint32_t g = 0; w->remote[me][peer] && g < w->nctas; g++)

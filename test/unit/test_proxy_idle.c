@@ -206,11 +206,12 @@ START_TEST(test_wake_unannounced)
 }
 END_TEST
 
-/* Lanes woken as needed: three lanes; launches posted as using CTA 0 alone
- * wake lane 0's thread and leave lanes 1 and 2 asleep, launches using every
- * CTA wake all three.  The launches move nothing (posted, counted done 2 ms
- * later, the next 2 ms after that: long enough for a lane to fall asleep in
- * between).  UCX's own timers may wake a lane now and then. */
+/* Lanes woken as needed: three lanes; launches with pieces on CTA 0 alone
+ * wake lane 0's thread and leave lanes 1 and 2 asleep, launches with pieces
+ * on every CTA wake all three.  The launches move nothing (their pieces
+ * posted, taken back 2 ms later, the next 2 ms after that: long enough for a
+ * lane to fall asleep in between).  UCX's own timers may wake a lane now and
+ * then. */
 #define LANE_LAUNCHES 40
 #define LANE_TIMER_WAKES 10
 
@@ -230,9 +231,12 @@ static void lanes_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
             }
             uint64_t s0 = lanes12_sleeps();
             for (int i = 0; i < LANE_LAUNCHES; i++) {
-                kernel_post_ctas(pc, MPCCL_PROXY_WORK_ENGINE, round == 0 ? 1 : MPCCL_PROXY_ALL_CTAS);
+                mpccl_proxy_due_t due[8];
+                uint32_t n = round == 0 ? 1 : w->nctas;
+                for (uint32_t g = 0; g < n; g++) due[g] = (mpccl_proxy_due_t){1, g, 1, 1};
+                mpccl_proxy_post_pieces(pc, due, n, 1);
                 usleep(2000);
-                kernel_done(pc, MPCCL_PROXY_WORK_ENGINE, &w->launches[me][MPCCL_PROXY_WORK_ENGINE]);
+                mpccl_proxy_post_pieces(pc, due, n, -1);
                 usleep(2000);
             }
             w->result[round] = (double)(lanes12_sleeps() - s0);

@@ -1,0 +1,17 @@
+/* What an engine launch tells the proxy it will move (gpu_proxy.h,
+ * mpccl_proxy_post_pieces; counted by gpu_plan.h, mpccl_gpu_plan_pieces).
+ * Plain C, apart from the proxy's headers: the plan's header includes it. */
+#ifndef MPCCL_GPU_PROXY_DUE_H
+#define MPCCL_GPU_PROXY_DUE_H
+
+#include <stdint.h>
+
+/* The pieces one launch moves through the channel of CTA chan with the remote
+ * peer rank: sent to it (tx) and received from it (rx). */
+typedef struct mpccl_proxy_due {
+    int32_t rank;
+    uint32_t chan;
+    uint32_t tx, rx;
+} mpccl_proxy_due_t;
+
+#endif
