@@ -394,7 +394,7 @@ int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc)
         if (unfinished(pc, k) > 0 &&
             (pc->lane == 0 || (int32_t)(__atomic_load_n(&pc->needed[k], __ATOMIC_SEQ_CST) - *pc->done[k]) > 0))
             return 1;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the kernels' flags after their done count */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the put kernels' flags after their done count */
     for (int k = 0; k < pc->npeers; k++)
         for (uint32_t g = pc->peers[k].first_chan; g < pc->nchan; g++) {
             if (!chan_served(pc, g)) continue;

@@ -9,7 +9,7 @@
 // ns counting from the kernel's start, gap the ns since the previous traced
 // launch of this process ended.  Codes: 0 start, 1 action chosen (arg = kind
 // << 8 | step), 4 its data moved, 3 posted (arg = step), 2 nothing left,
-// 5 end (after the launch's done count).
+// 5 end (after the launch is counted for the plan's epoch).
 #ifndef MPCCL_KERNELS_ENGINE_TRACE_CUH
 #define MPCCL_KERNELS_ENGINE_TRACE_CUH
 
