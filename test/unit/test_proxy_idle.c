@@ -2,7 +2,8 @@
  * 8 attached communicators, and after a burst of traffic, the whole process
  * uses < 2% of a core over one second while nothing is in flight; pieces
  * nobody announced (a peer's one-sided traffic) still wake the sleeping
- * proxy; a lane's thread sleeps through launches that do not use it.  The bound holds on a loaded machine: other processes' load does
+ * proxy; a lane's thread sleeps through launches that do not use it, and
+ * through pieces posted for a communicator whose kernels were stopped.  The bound holds on a loaded machine: other processes' load does
  * not add to this process's CPU time, and a sleeping proxy uses none. */
 #define _GNU_SOURCE
 #include <sys/resource.h>
@@ -263,11 +264,47 @@ START_TEST(test_lanes_woken_as_needed)
 }
 END_TEST
 
+/* Pieces posted that no kernel will move keep the proxy polling (it cannot
+ * know the kernel failed) until the communicator's stop word is raised:
+ * then it sleeps, as when idle, and its CPU is bounded again. */
+static void stopped_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap_t *bs)
+{
+    mpccl_dev_link_t links[MAXR];
+    mpccl_proxy_comm_t *pc = attach(w, me, t, links);
+    static volatile uint32_t stop;
+    stop = 0;
+    mpccl_bootstrap_barrier(bs);
+    if (me == 0) {
+        mpccl_proxy_set_stop_word(pc, &stop);
+        wait_asleep("stopped: before the post");
+        mpccl_proxy_due_t due = {1, 0, 1, 1}; /* one piece each way on CTA 0, never raised */
+        mpccl_proxy_post_pieces(pc, &due, 1, 1);
+        usleep(200000);
+        ck_assert_msg(!mpccl_proxy_asleep(), "stopped: the proxy slept with pieces posted and unmoved");
+        stop = 1;
+        w->result[0] = idle_cpu("stopped: after the stop word");
+    }
+    mpccl_bootstrap_barrier(bs);
+    detach_together(pc, t, bs, 0);
+}
+
+START_TEST(test_stopped_sleeps)
+{
+    world_t *w = idle_world(2, 2);
+    w->body = stopped_body;
+    run_world(w);
+    printf("test_stopped_sleeps: %.4f of a core after the stop word\n", w->result[0]);
+    ck_assert_msg(w->result[0] < IDLE_BOUND, "stopped: %.4f of a core with the communicator stopped", w->result[0]);
+    free(w);
+}
+END_TEST
+
 int main(void)
 {
     const proxy_test_case_t cases[] = {{"idle", test_idle_cpu, 3},
                                        {"after_burst", test_idle_after_burst, 0},
                                        {"wake", test_wake_unannounced, 0},
-                                       {"lanes", test_lanes_woken_as_needed, 0}};
+                                       {"lanes", test_lanes_woken_as_needed, 0},
+                                       {"stopped", test_stopped_sleeps, 0}};
     return proxy_test_main("proxy_idle", cases, sizeof(cases) / sizeof(cases[0]));
 }
