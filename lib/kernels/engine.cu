@@ -214,8 +214,10 @@ struct engine {
         uint32_t K = comm->nslots;
         uint64_t left = pe - pb - e.prog, piece_elems = comm->slot_bytes / es;
         uint64_t n = left < piece_elems ? left : piece_elems;
+        sh.tr.mark_early(TRACE_SETUP, e.idx);
         uint32_t *seq = (e.st.kind == MPCCL_STEP_SEND ? comm->tx_seq : comm->rx_seq) + (size_t)e.st.peer * G + g;
         uint32_t p = *seq, slot = g * K + p % K;
+        sh.tr.mark_early(TRACE_SEQ, e.idx);
         /* Small pieces to another node go as LL lines (both ends decide alike) */
         uint32_t ll = L->tx_word && n * es <= comm->proxy_ll_bytes;
         if (e.st.kind == MPCCL_STEP_SEND) {
@@ -292,9 +294,11 @@ struct engine {
     {
         unsigned backoff = 0;
         mpccl_abort_wait w{};
+        sh.tr.select_begin();
         for (;;) {
             bool moved = false;
             refill();
+            sh.tr.mark_early(TRACE_ADMIT, sh.na);
             if (sh.na == 0) {
                 sh.tr.mark(TRACE_EXIT, 0);
                 sh.act = ACT_EXIT;
@@ -322,6 +326,7 @@ struct engine {
                     if (!deps_met(e)) continue;
                     e.ready = 1;
                     if (e.shared) __threadfence(); /* acquire: other CTAs' results of the dependencies */
+                    sh.tr.mark_early(TRACE_DEPS, e.idx);
                 }
                 if (st.kind == MPCCL_STEP_NOP) {
                     finish(k);
@@ -342,6 +347,7 @@ struct engine {
                 sh.tr.mark(TRACE_ACTION, (st.kind << 8) | e.idx);
                 return;
             }
+            sh.tr.select_pass();
             if (moved) {
                 backoff = 0;
                 continue;

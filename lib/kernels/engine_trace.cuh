@@ -9,11 +9,17 @@
 // ns counting from the kernel's start, gap the ns since the previous traced
 // launch of this process ended.  Codes: 0 start, 1 action chosen (arg = kind
 // << 8 | step), 4 its data moved, 3 posted (arg = step), 2 nothing left,
-// 5 end (after the launch is counted for the plan's epoch).
+// 5 end (after the launch is counted for the plan's epoch); in the first two
+// passes of each selection only, 6 steps admitted (arg = window entries), 7
+// a step's dependencies met (arg = step), 8 a message's setup begun and 9 its
+// sequence counter read (arg = step).
 #ifndef MPCCL_KERNELS_ENGINE_TRACE_CUH
 #define MPCCL_KERNELS_ENGINE_TRACE_CUH
 
-enum { TRACE_START = 0, TRACE_ACTION = 1, TRACE_EXIT = 2, TRACE_POSTED = 3, TRACE_MOVED = 4, TRACE_END = 5 };
+enum {
+    TRACE_START = 0, TRACE_ACTION = 1, TRACE_EXIT = 2, TRACE_POSTED = 3, TRACE_MOVED = 4, TRACE_END = 5,
+    TRACE_ADMIT = 6, TRACE_DEPS = 7, TRACE_SETUP = 8, TRACE_SEQ = 9
+};
 
 #ifdef MPCCL_ENGINE_TRACE
 #include <stdio.h>
@@ -24,6 +30,7 @@ struct engine_trace {
     enum { MAX = 48 };
     unsigned long long t0;
     uint32_t n;
+    uint32_t pass; /* passes of the current selection */
     unsigned long long ev[MAX]; // code << 56 | arg << 40 | ns
 
     __device__ static unsigned long long now()
@@ -36,6 +43,13 @@ struct engine_trace {
     {
         t0 = now();
         n = 0;
+    }
+    __device__ void select_begin() { pass = 0; }
+    __device__ void select_pass() { pass++; }
+    // a mark of the first two passes of a selection only (they would flood the buffer)
+    __device__ void mark_early(uint32_t code, uint32_t arg)
+    {
+        if (pass < 2) mark(code, arg);
     }
     __device__ void mark(uint32_t code, uint32_t arg)
     {
@@ -61,6 +75,9 @@ struct engine_trace {
 struct engine_trace {
     __device__ void begin() {}
     __device__ void mark(uint32_t, uint32_t) {}
+    __device__ void select_begin() {}
+    __device__ void select_pass() {}
+    __device__ void mark_early(uint32_t, uint32_t) {}
     __device__ void end(int, uint32_t) {}
 };
 #endif
