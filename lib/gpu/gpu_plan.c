@@ -238,7 +238,8 @@ mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, in
     return MPCCL_OK;
 }
 
-/* ---- Upload (CUDA) ------------------------------------------------------------ */
+/* ---- Pieces between nodes ------------------------------------------------------ */
+
 /* The pieces CTA g cuts its part of a message of count elements into: the
  * engine's loop in try_message (pieces of at most slot_bytes / es elements). */
 static uint32_t pieces_of(uint64_t count, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t slot_bytes,
@@ -281,6 +282,8 @@ mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32
     free(dense);
     return MPCCL_OK;
 }
+
+/* ---- Upload (CUDA) ------------------------------------------------------------ */
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
 
