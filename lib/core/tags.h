@@ -22,7 +22,8 @@ static inline uint64_t mpccl_tag_seq(int sender, uint64_t seq)
 }
 
 /* The proxy (lib/gpu/gpu_proxy.h): bits 39..38 = 3, bits 37..30 the channel g
- * (a CTA index, or the one-sided channel), bits 29..0 the piece. */
+ * (a CTA index, 0x80 | a CTA index for whole messages, 0xfe the one-sided
+ * channel), bits 29..0 the piece. */
 #define MPCCL_TAG_PROXY (3ULL << 38)
 #define MPCCL_TAG_PROXY_G_SHIFT 30
 #define MPCCL_TAG_PROXY_PIECE_MASK 0x3fffffffu
@@ -31,6 +32,15 @@ static inline uint64_t mpccl_proxy_tag(int sender, uint32_t g, uint32_t p)
 {
     return ((uint64_t)sender << MPCCL_TAG_RANK_SHIFT) | MPCCL_TAG_PROXY | ((uint64_t)g << MPCCL_TAG_PROXY_G_SHIFT) |
            (p & MPCCL_TAG_PROXY_PIECE_MASK);
+}
+
+/* A whole message of channel g (< 0x7e; lib/kernels/devplan.h, whole
+ * messages): the channel's g field with bit 7 set, the transfer's sequence. */
+#define MPCCL_TAG_PROXY_WHOLE_G 0x80u
+
+static inline uint64_t mpccl_proxy_whole_tag(int sender, uint32_t g, uint32_t seq)
+{
+    return mpccl_proxy_tag(sender, MPCCL_TAG_PROXY_WHOLE_G | g, seq);
 }
 
 /* ncclCommShrink's id exchange (core/comm_shrink.c): in the proxy's space,

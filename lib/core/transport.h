@@ -79,7 +79,9 @@ struct mpccl_transport_ops {
      * it skip the per-call memory detection, which for device memory runs CUDA
      * calls on the calling thread.  Call region_open on a thread that may make
      * CUDA calls (no kernel waiting for this transport); region_close after
-     * the last request on the region completed or was cancelled. */
+     * the last request on the region completed or was cancelled.  buf NULL
+     * and bytes 0: any memory of that kind (buffers the caller does not own:
+     * requests carry the memory type only, nothing is registered here). */
     mpccl_status_t (*region_open)(mpccl_transport_t *t, void *buf, size_t bytes, int kind, void **region);
     void (*region_close)(mpccl_transport_t *t, void *region);
     mpccl_status_t (*isend_region)(mpccl_transport_t *t, int peer, uint64_t tag, const void *buf,

@@ -44,6 +44,10 @@ static long setting(const char *name, long def, long lo, long hi, long multiple)
     return (long)x;
 }
 
+/* GPU-direct: what is left of a CTA's part of a message to another node goes
+ * whole from this size on (devplan.h, whole messages). */
+#define PROXY_WHOLE_DEFAULT (256u << 10)
+
 /* Slots of communicators whose every peer is on another node pin at most this. */
 #define NET_SLOT_BUDGET (256ull << 20)
 
@@ -247,7 +251,7 @@ typedef struct {
     uint64_t host_hash;
     uint64_t nonce;
     unsigned char uuid[16];
-    uint32_t nctas, slot_bytes, cta_min_bytes, proxy_ll_bytes;
+    uint32_t nctas, slot_bytes, cta_min_bytes, proxy_ll_bytes, proxy_whole_bytes;
     int32_t p2p_disable;
     int32_t dev;
 } rank_info_t;
@@ -298,6 +302,10 @@ static mpccl_status_t local_init(mpccl_gpu_comm_t *g, const mpccl_topo_t *topo, 
     /* LL pieces need the slots in host memory, where the proxy checks their
      * flags and zeroes them (devplan.h); GPU-direct ranks propose none */
     me->proxy_ll_bytes = g->direct ? 0 : (uint32_t)setting("PROXY_LL_BYTES", 4096, 0, MPCCL_PROXY_LL_MAX, 1);
+    /* Whole messages need UCX to move the launches' buffers themselves:
+     * GPU-direct ranks only (devplan.h) */
+    me->proxy_whole_bytes = g->direct ? (uint32_t)setting("PROXY_WHOLE_BYTES", PROXY_WHOLE_DEFAULT, 0,
+                                                          MPCCL_PROXY_WHOLE_MAX, 1) : 0;
     MPCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     MPCCL_CHECK(mpccl_ipc_device_uuid(g->dev, me->uuid));
     return MPCCL_OK;
@@ -461,8 +469,12 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
     g->slot_bytes = info[0].slot_bytes;
     g->cta_min_bytes = info[0].cta_min_bytes;
     g->proxy_ll_bytes = info[0].proxy_ll_bytes;
+    g->proxy_whole_bytes = info[0].proxy_whole_bytes;
     for (int r = 1; r < n; r++) {
         if (info[r].proxy_ll_bytes < g->proxy_ll_bytes) g->proxy_ll_bytes = info[r].proxy_ll_bytes;
+        /* 0 (none) on any rank: none anywhere */
+        if (info[r].proxy_whole_bytes == 0 || (g->proxy_whole_bytes && info[r].proxy_whole_bytes > g->proxy_whole_bytes))
+            g->proxy_whole_bytes = info[r].proxy_whole_bytes;
         if (info[r].nctas < g->nctas) g->nctas = info[r].nctas;
         if (info[r].slot_bytes < g->slot_bytes) g->slot_bytes = info[r].slot_bytes;
         if (info[r].cta_min_bytes < g->cta_min_bytes) g->cta_min_bytes = info[r].cta_min_bytes;
@@ -549,8 +561,9 @@ mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *
     }
     MPCCL_INFO(MPCCL_SUB_INIT, "GPU comm rank %d/%d on device %d: %u CTAs x %u slots x %u bytes, at least %u "
                "bytes per CTA and step, mailbox %zu bytes, links: %d P2P, %d host memory, %d proxy (LL pieces up to "
-               "%u bytes)", g->rank, g->nranks, g->dev, g->nctas, g->nslots, g->slot_bytes, g->cta_min_bytes,
-               g->mailbox_bytes, nv, host, proxy, proxy ? g->proxy_ll_bytes : 0);
+               "%u bytes, whole messages from %u bytes)", g->rank, g->nranks, g->dev, g->nctas, g->nslots,
+               g->slot_bytes, g->cta_min_bytes, g->mailbox_bytes, nv, host, proxy, proxy ? g->proxy_ll_bytes : 0,
+               proxy ? g->proxy_whole_bytes : 0);
     *out = g;
     return MPCCL_OK;
 }
@@ -566,6 +579,7 @@ mpccl_status_t mpccl_gpu_comm_commit(mpccl_gpu_comm_t *g)
     h.slot_bytes = g->slot_bytes;
     h.cta_min_bytes = g->cta_min_bytes;
     h.proxy_ll_bytes = g->proxy_ll_bytes;
+    h.proxy_whole_bytes = g->proxy_whole_bytes;
     h.links = g->dlinks;
     h.tx_seq = g->tx_seq;
     h.rx_seq = g->rx_seq;

@@ -39,6 +39,7 @@ typedef struct mpccl_gpu_comm {
     uint32_t nctas, nslots, slot_bytes;
     uint32_t cta_min_bytes;      /* mpccl_dev_partition's min_bytes */
     uint32_t proxy_ll_bytes;     /* LL pieces to other nodes up to this size (devplan.h) */
+    uint32_t proxy_whole_bytes;  /* whole messages to other nodes from this size (devplan.h; 0: none) */
     int direct;                  /* this rank's slots to other nodes will be device memory
                                   * (GPU-direct, gpu_proxy_mem.c): its geometry proposal */
     mpccl_dev_link_t *links_host; /* [nranks] host copy; PROXY entries are the proxy's to fill */

@@ -260,7 +260,7 @@ static mpccl_status_t count_pieces(ncclComm_t comm, const mpccl_gpu_state_t *s, 
 {
     if (comm->topo.nnodes == 1) return MPCCL_OK;
     return mpccl_gpu_plan_pieces(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->slot_bytes,
-                                 s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
+                                 s->g->proxy_whole_bytes, s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
 }
 
 static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,
@@ -520,7 +520,7 @@ static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl
     mpccl_proxy_work_token_t tok;
     mpccl_proxy_work_args_t pa;
     if (comm->topo.nnodes == 1) return mpccl_engine_launch(a, s->g->nctas, stream);
-    MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, 0, gp->due, gp->ndue, &pa, &tok));
+    MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, gp->due, gp->ndue, &pa, &tok));
     mpccl_status_t st = mpccl_engine_launch(a, s->g->nctas, stream);
     mpccl_status_t e = mpccl_proxy_work_end(&s->work, stream, &tok, st);
     return st != MPCCL_OK ? st : e;

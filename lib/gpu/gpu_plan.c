@@ -240,45 +240,65 @@ mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, in
 
 /* ---- Pieces between nodes ------------------------------------------------------ */
 
-/* The pieces CTA g cuts its part of a message of count elements into: the
- * engine's loop in try_message (pieces of at most slot_bytes / es elements). */
-static uint32_t pieces_of(uint64_t count, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t slot_bytes,
-                          uint32_t g)
+/* The pieces CTA g cuts its part of a message of count elements into, as
+ * the engine's try_whole / try_message cut it (mpccl_dev_proxy_piece): slot
+ * pieces add to cnt[0], whole messages to cnt[1]. */
+static void pieces_of(uint64_t count, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t slot_bytes,
+                      uint32_t whole_bytes, uint32_t g, uint32_t cnt[2])
 {
-    uint64_t b, e, per = slot_bytes / es;
+    uint64_t b, e;
     mpccl_dev_partition(count, es, nctas, min_bytes, g, &b, &e);
-    return per ? (uint32_t)((e - b + per - 1) / per) : 0;
+    if (slot_bytes < es) return;
+    for (uint64_t left = e - b; left > 0;) {
+        int whole;
+        uint64_t n = mpccl_dev_proxy_piece(left, es, slot_bytes, whole_bytes, &whole);
+        if (!whole) { /* slot pieces to the end */
+            cnt[0] += (uint32_t)((left + n - 1) / n);
+            return;
+        }
+        cnt[1]++;
+        left -= n;
+    }
 }
 
 mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes,
-                                     uint32_t slot_bytes, const mpccl_dev_link_t *links, int nranks,
-                                     mpccl_proxy_due_t **out, uint32_t *n)
+                                     uint32_t slot_bytes, uint32_t whole_bytes, const mpccl_dev_link_t *links,
+                                     int nranks, mpccl_proxy_due_t **out, uint32_t *n)
 {
     *out = NULL;
     *n = 0;
-    uint32_t *dense = NULL; /* [rank][g][tx, rx] */
+    uint32_t *dense = NULL; /* [rank][g][tx, rx, whole tx, whole rx] */
     for (uint32_t i = 0; i < s->nsteps; i++) {
         const mpccl_step_t *st = &s->steps[i];
         if (st->kind != MPCCL_STEP_SEND && st->kind != MPCCL_STEP_RECV) continue;
         if (st->peer < 0 || st->peer >= nranks || links[st->peer].kind != MPCCL_LINK_PROXY) continue;
-        if (dense == NULL && (dense = calloc((size_t)nranks * nctas * 2, sizeof(*dense))) == NULL)
+        if (dense == NULL && (dense = calloc((size_t)nranks * nctas * 4, sizeof(*dense))) == NULL)
             return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan's piece counts (%d ranks x %u CTAs)",
                               nranks, nctas);
-        for (uint32_t g = 0; g < nctas; g++)
-            dense[((size_t)st->peer * nctas + g) * 2 + (st->kind == MPCCL_STEP_RECV)] +=
-                pieces_of(st->count, es, nctas, min_bytes, slot_bytes, g);
+        int rx = st->kind == MPCCL_STEP_RECV;
+        for (uint32_t g = 0; g < nctas; g++) {
+            uint32_t cnt[2] = {0, 0};
+            pieces_of(st->count, es, nctas, min_bytes, slot_bytes, whole_bytes, g, cnt);
+            uint32_t *d = &dense[((size_t)st->peer * nctas + g) * 4];
+            d[rx] += cnt[0];
+            d[2 + rx] += cnt[1];
+        }
     }
     if (dense == NULL) return MPCCL_OK;
     size_t used = 0;
-    for (size_t c = 0; c < (size_t)nranks * nctas; c++) used += dense[2 * c] || dense[2 * c + 1];
+    for (size_t c = 0; c < (size_t)nranks * nctas; c++) {
+        const uint32_t *d = &dense[4 * c];
+        used += d[0] || d[1] || d[2] || d[3];
+    }
     if (used && (*out = malloc(used * sizeof(**out))) == NULL) {
         free(dense);
         return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for a plan's piece counts (%zu channels)", used);
     }
-    for (size_t c = 0; c < (size_t)nranks * nctas; c++)
-        if (dense[2 * c] || dense[2 * c + 1])
-            (*out)[(*n)++] = (mpccl_proxy_due_t){(int32_t)(c / nctas), (uint32_t)(c % nctas), dense[2 * c],
-                                                 dense[2 * c + 1]};
+    for (size_t c = 0; c < (size_t)nranks * nctas; c++) {
+        const uint32_t *d = &dense[4 * c];
+        if (d[0] || d[1] || d[2] || d[3])
+            (*out)[(*n)++] = (mpccl_proxy_due_t){(int32_t)(c / nctas), (uint32_t)(c % nctas), d[0], d[1], d[2], d[3]};
+    }
     free(dense);
     return MPCCL_OK;
 }

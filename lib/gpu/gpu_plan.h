@@ -65,16 +65,17 @@ mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, in
                                     uintptr_t base, void **image, size_t *bytes, uint32_t *nlocal);
 
 /* The pieces a launch of s (nctas CTAs, es bytes per element, the engine's
- * minimum share min_bytes, slot_bytes per slot) moves through each channel
- * with a peer whose link is MPCCL_LINK_PROXY, cut as the engine cuts them:
- * each SEND / RECV step's part on CTA g (mpccl_dev_partition) in pieces of
- * at most slot_bytes / es elements.  The proxy polls a channel while pieces
+ * minimum share min_bytes, slot_bytes per slot, whole messages from
+ * whole_bytes on, 0: none) moves through each channel with a peer whose link
+ * is MPCCL_LINK_PROXY, cut as the engine cuts them: each SEND / RECV step's
+ * part on CTA g (mpccl_dev_partition) cut by mpccl_dev_proxy_piece into
+ * whole messages and slot pieces.  The proxy polls a channel while pieces
  * posted for it are unfinished (mpccl_proxy_post_pieces).  *out: one entry
  * per channel with pieces, sorted by rank, then CTA (malloc'ed; NULL with
  * *n = 0 when none). */
 mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes,
-                                     uint32_t slot_bytes, const mpccl_dev_link_t *links, int nranks,
-                                     mpccl_proxy_due_t **out, uint32_t *n);
+                                     uint32_t slot_bytes, uint32_t whole_bytes, const mpccl_dev_link_t *links,
+                                     int nranks, mpccl_proxy_due_t **out, uint32_t *n);
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
 /* Converts and uploads s for launches of nctas CTAs keeping window steps in

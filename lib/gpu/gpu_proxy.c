@@ -37,7 +37,9 @@ static int chan_due(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, uint32
     if (pc->stop && __atomic_load_n(pc->stop, __ATOMIC_RELAXED)) return 0;
     const proxy_chan_t *c = &pe->chan[g];
     return (int32_t)(__atomic_load_n(&c->tx_due, __ATOMIC_ACQUIRE) - c->tx_next) > 0 ||
-           (int32_t)(__atomic_load_n(&c->rx_due, __ATOMIC_ACQUIRE) - c->rx_pub) > 0;
+           (int32_t)(__atomic_load_n(&c->rx_due, __ATOMIC_ACQUIRE) - c->rx_pub) > 0 ||
+           (int32_t)(__atomic_load_n(&c->whole_due[0], __ATOMIC_ACQUIRE) - c->whole_fin[0]) > 0 ||
+           (int32_t)(__atomic_load_n(&c->whole_due[1], __ATOMIC_ACQUIRE) - c->whole_fin[1]) > 0;
 }
 
 /* Nothing posted is unfinished on this lane: no launch of a kind that counts
@@ -298,6 +300,7 @@ int mpccl_proxy_serve(mpccl_proxy_comm_t *pc)
             act += os_rma_chan(pc, &pc->peers[k], g) ? mpccl_proxy_serve_os_rma(pc, &pc->peers[k])
                                                      : serve_tx(pc, &pc->peers[k], g);
             act += serve_rx(pc, &pc->peers[k], g);
+            if (pc->peers[k].whole && g < pc->nctas) act += mpccl_proxy_serve_whole(pc, &pc->peers[k], g);
         }
     return act;
 }
@@ -323,6 +326,7 @@ static int in_flight(mpccl_proxy_comm_t *pc, int sends, int cancel)
                 n++;
             }
             if (sends && os_rma_chan(pc, pe, g)) n += mpccl_proxy_os_rma_pending(pc, pe, cancel);
+            if (pe->whole && g < pc->nctas) n += mpccl_proxy_whole_in_flight(pc, pe, g, sends, cancel);
         }
     return n;
 }
@@ -405,6 +409,7 @@ int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc)
             uint32_t raised = g < pc->nctas ? (uint32_t)pe->tx_word[next] : pe->tx_ready[next];
             if (c->tx_next != c->tx_done || raised == c->tx_next + 1) return 1;
             if (g < pc->nctas && chan_due(pc, pe, g)) return 1;
+            if (pe->whole && g < pc->nctas && mpccl_proxy_whole_busy(pc, pe, g)) return 1;
             if (pe->rx_req[peer_slot(pc, pe, g, c->rx_pub % K)].done && c->rx_pub != c->rx_posted) return 1;
             if (g == pc->nctas && c->rx_posted - c->rx_pub != K) return 1;
             if (c->rx_posted - c->rx_pub < K && (int32_t)(ack - (c->rx_posted - K + 1)) >= 0) return 1;
@@ -454,8 +459,10 @@ static mpccl_status_t open_regions(mpccl_proxy_comm_t *pc)
     const struct mpccl_transport_ops *o = pc->t->ops;
     if (!o->region_open || !o->region_close || !o->isend_region || !o->irecv_region) return MPCCL_OK;
     MPCCL_CHECK(o->region_open(pc->t, pc->mem, pc->mem_bytes, MPCCL_REGION_HOST, &pc->stage_region));
-    if (pc->slots)
+    if (pc->slots) {
         MPCCL_CHECK(o->region_open(pc->t, pc->slots, pc->slots_bytes, pc->alloc.slots_kind, &pc->slots_region));
+        MPCCL_CHECK(o->region_open(pc->t, NULL, 0, pc->alloc.slots_kind, &pc->user_region));
+    }
     return MPCCL_OK;
 }
 
@@ -464,10 +471,12 @@ static mpccl_status_t open_regions(mpccl_proxy_comm_t *pc)
 static void free_pc(mpccl_proxy_comm_t *pc)
 {
     if (pc->leak == 0) {
+        if (pc->user_region) pc->t->ops->region_close(pc->t, pc->user_region);
         if (pc->slots_region) pc->t->ops->region_close(pc->t, pc->slots_region);
         if (pc->stage_region) pc->t->ops->region_close(pc->t, pc->stage_region);
     } else { /* requests in flight may still name them: kept, on purpose */
 #ifdef __SANITIZE_ADDRESS__
+        if (pc->user_region) __lsan_ignore_object(pc->user_region);
         if (pc->slots_region) __lsan_ignore_object(pc->slots_region);
         if (pc->stage_region) __lsan_ignore_object(pc->stage_region);
 #endif
@@ -534,7 +543,7 @@ static mpccl_status_t attach_lane(mpccl_transport_t *t, uint32_t lane, uint32_t 
     mpccl_proxy_comm_t *pc = calloc(1, sizeof(*pc));
     if (pc) pc->peers = calloc((size_t)npeers + 1, sizeof(proxy_peer_t));
     if (pc && pc->peers) pc->chans = calloc((size_t)npeers * nchan + 1, sizeof(proxy_chan_t));
-    if (pc && pc->chans) pc->reqs = calloc((size_t)npeers * 2 * per + 1, sizeof(mpccl_req_t));
+    if (pc && pc->chans) pc->reqs = calloc((size_t)npeers * (2 * per + 2 * nchan) + 1, sizeof(mpccl_req_t));
     if (pc && pc->reqs) pc->sig_reqs = calloc((size_t)npeers * os_nslots + 1, sizeof(mpccl_req_t));
     if (pc == NULL || pc->sig_reqs == NULL) {
         if (pc) free_pc(pc);
@@ -686,7 +695,7 @@ void mpccl_proxy_post_pieces(mpccl_proxy_comm_t *pc, const mpccl_proxy_due_t *du
     uint32_t woken = 0; /* lanes to wake (bit per lane) */
     for (uint32_t i = 0; i < n; i++) {
         const mpccl_proxy_due_t *d = &due[i];
-        if (d->chan >= pc->nctas || (d->tx == 0 && d->rx == 0)) continue;
+        if (d->chan >= pc->nctas || (d->tx == 0 && d->rx == 0 && d->whole_tx == 0 && d->whole_rx == 0)) continue;
         for (mpccl_proxy_comm_t *x = pc; x; x = x->lanes_next) {
             if (!chan_served(x, d->chan)) continue;
             proxy_peer_t *pe = cta_peer(x, d->rank);
@@ -695,6 +704,10 @@ void mpccl_proxy_post_pieces(mpccl_proxy_comm_t *pc, const mpccl_proxy_due_t *du
             /* modulo 2^32: times < 0 subtracts */
             if (d->tx) __atomic_add_fetch(&c->tx_due, d->tx * (uint32_t)times, __ATOMIC_RELEASE);
             if (d->rx) __atomic_add_fetch(&c->rx_due, d->rx * (uint32_t)times, __ATOMIC_RELEASE);
+            for (int dir = 0; dir < 2; dir++) {
+                uint32_t wn = dir ? d->whole_rx : d->whole_tx;
+                if (wn) __atomic_add_fetch(&c->whole_due[dir], wn * (uint32_t)times, __ATOMIC_RELEASE);
+            }
             woken |= 1u << x->lane;
             break;
         }

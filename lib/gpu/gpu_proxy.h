@@ -75,8 +75,9 @@ typedef struct mpccl_proxy_alloc {
 
 typedef struct mpccl_proxy_comm mpccl_proxy_comm_t;
 
-/* CTAs a communicator may have: tag g values above serve other purposes. */
-#define MPCCL_PROXY_MAX_CTAS 254
+/* CTAs a communicator may have: tag g values 0x80 | g carry whole messages
+ * (core/tags.h), 0xfe and 0xff serve other purposes. */
+#define MPCCL_PROXY_MAX_CTAS 126
 /* The tag g of the one-sided channel (0xff: ncclCommShrink's agreement). */
 #define MPCCL_PROXY_OS_G 0xfeu
 

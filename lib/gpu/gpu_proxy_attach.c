@@ -101,6 +101,13 @@ mpccl_status_t mpccl_gpu_attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
                                                   os_links, &s->proxy),
                          st, out);
         mpccl_proxy_set_ll_bytes(s->proxy, s->g->proxy_ll_bytes);
+        for (int r = 0; r < comm->nranks && s->g->proxy_whole_bytes; r++)
+            if (remote[r] == MPCCL_PROXY_REMOTE && s->g->links_host[r].tx_whole == NULL) {
+                st = mpccl_fail(MPCCL_ERR_INTERNAL, "comm 0x%llx rank %d: whole messages to other nodes were "
+                                "agreed (GPU-direct), but the proxy's link to rank %d has none (%s)",
+                                (unsigned long long)comm->id, comm->rank, r, why);
+                goto out;
+            }
         if (s->g->abort) mpccl_proxy_set_stop_word(s->proxy, &s->g->abort->host->stop);
         MPCCL_CHECK_GOTO(mpccl_proxy_work_init(&s->work, s->proxy), st, out);
         if (comm->topo.nnodes > 1)

@@ -20,6 +20,9 @@ typedef struct proxy_chan {
      * user threads, read atomically by the lane's thread; the lane polls while
      * tx_next or rx_pub is behind them. */
     uint32_t tx_due, rx_due;
+    /* Whole messages (devplan.h), [0] sends and [1] receives: transfers
+     * started and finished (the done word's value), and posted (as tx_due). */
+    uint32_t whole_seq[2], whole_fin[2], whole_due[2];
 } proxy_chan_t;
 
 /* Host views of one remote peer's staging; arrays indexed [g][slot] or [g]. */
@@ -39,6 +42,11 @@ typedef struct proxy_peer {
     volatile uint32_t *rx_ack;
     const char *os_rx_dev;          /* device view of os_rx (one-sided delivery) */
     volatile uint32_t *rx_ack_dev;  /* device view of rx_ack */
+    /* Whole messages (GPU-direct only, else NULL): the kernel's descriptors
+     * and the proxy's done words, [dir][g] with dir 0 sends, 1 receives. */
+    volatile mpccl_dev_whole_t *whole;
+    volatile uint32_t *whole_done;
+    mpccl_req_t *whole_req; /* [2][nchan] */
     proxy_chan_t *chan;   /* [nchan] */
     mpccl_req_t *tx_req;  /* [nslot_total]: the CTAs' [g][slot], then the one-sided slots */
     mpccl_req_t *rx_req;  /* [nslot_total] */
@@ -80,6 +88,8 @@ struct mpccl_proxy_comm {
      * requests on them skip the transport's memory detection, which with
      * device memory would call CUDA on the proxy thread.  NULL: none. */
     void *stage_region, *slots_region;
+    void *user_region; /* GPU-direct: any memory of the slots' kind, for whole messages
+                        * from and into the launches' buffers (type only) */
     int flushed;       /* this pass flushed the device's received writes already */
     const volatile uint32_t *stop; /* the communicator's kernels stopped when nonzero (or NULL) */
     uint32_t ll_bytes; /* LL pieces carry at most this (devplan.h): after a send, the
@@ -140,7 +150,7 @@ static inline uint32_t peer_chan(const proxy_peer_t *pe, uint32_t g) { return g 
  * are either part of it (cta_tx, cta_rx) or, with alloc_slots, at the same
  * offsets of the peer's slot block (dev_bytes). */
 typedef struct layout {
-    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_word, tx_ack, rx_word, rx_ack, bytes;
+    size_t os_tx, os_rx, cta_tx, cta_rx, tx_ready, tx_len, tx_word, tx_ack, rx_word, rx_ack, whole, whole_done, bytes;
     size_t os_dev;     /* split: the one-sided data slots in the slot block */
     size_t dev_bytes;
 } layout_t;
@@ -180,6 +190,14 @@ int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what
  * among the pieces not yet acknowledged (cancel: cancel them too). */
 int mpccl_proxy_serve_os_rma(mpccl_proxy_comm_t *pc, proxy_peer_t *pe);
 int mpccl_proxy_os_rma_pending(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int cancel);
+
+/* gpu_proxy_whole.c, whole messages of pe's CTA channel g: one pass
+ * (returns the activity); whether a transfer is started and unfinished; the
+ * count of requests in flight (sends: dir 0, else receives; cancel: cancel
+ * them too). */
+int mpccl_proxy_serve_whole(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g);
+int mpccl_proxy_whole_busy(const mpccl_proxy_comm_t *pc, const proxy_peer_t *pe, uint32_t g);
+int mpccl_proxy_whole_in_flight(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, int sends, int cancel);
 
 /* The layout of a peer's staging with nchan channels, ncta_slots CTA slots
  * and nos_slots one-sided slots (split: the CTAs' slots in the slot block,

@@ -34,7 +34,11 @@ layout_t mpccl_proxy_layout(uint32_t nchan, size_t ncta_slots, size_t nos_slots,
     l.rx_word = l.tx_word + rx_words;
     l.tx_ack = l.rx_word + rx_words;
     l.rx_ack = l.tx_ack + acks;
-    l.bytes = ALIGN_UP(l.rx_ack + acks, 4096); /* slots page-aligned for registration */
+    /* whole messages' descriptors and done words [2][nchan] (GPU-direct) */
+    l.whole = l.rx_ack + acks;
+    l.whole_done = l.whole + (split ? ALIGN_UP(2 * (size_t)nchan * sizeof(mpccl_dev_whole_t), 128) : 0);
+    end = l.whole_done + (split ? ALIGN_UP(2 * (size_t)nchan * 4, 128) : 0);
+    l.bytes = ALIGN_UP(end, 4096); /* slots page-aligned for registration */
     return l;
 }
 
@@ -63,8 +67,13 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
     pe->os_tx_dev = split && pe->first_chan == 0 && pc->os.rma_slots ? split + l->os_dev : NULL;
     pe->rx_ack_dev = (volatile uint32_t *)(d + l->rx_ack);
     pe->chan = pc->chans + (size_t)k * pc->nchan;
-    pe->tx_req = pc->reqs + (size_t)k * 2 * per;
+    pe->tx_req = pc->reqs + (size_t)k * (2 * per + 2 * pc->nchan); /* then rx_req, whole_req */
     pe->rx_req = pe->tx_req + per;
+    /* whole messages: CTA channels of a peer with a slot block (split) */
+    int whole = split && pe->first_chan == 0;
+    pe->whole = whole ? (volatile mpccl_dev_whole_t *)(h + l->whole) : NULL;
+    pe->whole_done = whole ? (volatile uint32_t *)(h + l->whole_done) : NULL;
+    pe->whole_req = whole ? pe->rx_req + per : NULL;
     memset(link, 0, sizeof(*link));
     link->kind = MPCCL_LINK_PROXY;
     link->tx_slots = cta_d + l->cta_tx;
@@ -75,6 +84,12 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
     link->tx_word = (volatile uint64_t *)(d + l->tx_word);
     link->rx_word = (volatile uint64_t *)(d + l->rx_word);
     link->rx_ack = (volatile uint32_t *)(d + l->rx_ack);
+    if (whole) {
+        link->tx_whole = (volatile mpccl_dev_whole_t *)(d + l->whole);
+        link->rx_whole = link->tx_whole + pc->nchan;
+        link->tx_whole_done = (volatile uint32_t *)(d + l->whole_done);
+        link->rx_whole_done = link->tx_whole_done + pc->nchan;
+    }
     if (os_link) { /* channel nctas: the one-sided put kernel's side */
         size_t c = pc->nctas - pe->first_chan, words = (size_t)pc->nctas * pc->nslots - pe->first_slot;
         memset(os_link, 0, sizeof(*os_link));

@@ -50,7 +50,9 @@ static mpccl_status_t add_due(mpccl_proxy_post_arg_t *a, const mpccl_proxy_due_t
         else {
             m[k] = a->due[i++];
             m[k].tx += d[j].tx;
-            m[k++].rx += d[j++].rx;
+            m[k].rx += d[j].rx;
+            m[k].whole_tx += d[j].whole_tx;
+            m[k++].whole_rx += d[j++].whole_rx;
         }
     }
     free(a->due);
@@ -118,7 +120,7 @@ mpccl_status_t mpccl_proxy_work_init(mpccl_proxy_work_t *w, mpccl_proxy_comm_t *
     return MPCCL_OK;
 }
 
-mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind, uint32_t ctas,
+mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind,
                                       const mpccl_proxy_due_t *due, uint32_t ndue, mpccl_proxy_work_args_t *a,
                                       mpccl_proxy_work_token_t *tok)
 {
@@ -136,7 +138,7 @@ mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream
     } else if (kind == MPCCL_PROXY_WORK_ENGINE) {
         mpccl_proxy_post_pieces(w->pc, due, ndue, 1);
     } else {
-        mpccl_proxy_post(w->pc, kind, 1, ctas);
+        mpccl_proxy_post(w->pc, kind, 1, 0); /* lane 0 alone serves the one-sided channel */
     }
     if (kind == MPCCL_PROXY_WORK_ENGINE) return MPCCL_OK; /* the kernel signals nothing */
     a->count = w->counts + kind;

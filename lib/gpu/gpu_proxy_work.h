@@ -46,9 +46,10 @@ mpccl_status_t mpccl_proxy_work_init(mpccl_proxy_work_t *w, mpccl_proxy_comm_t *
  * graph being captured on stream (one node per graph, posting at every
  * replay).  An engine launch posts due[0..ndue), its pieces per channel
  * (mpccl_gpu_plan_pieces; they must outlive the launch's end call), a put
- * launch one launch on the CTAs 0..ctas-1 (mpccl_proxy_post).  Without a
- * proxy (w NULL or not initialised) *a is NULLs and nothing happens. */
-mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind, uint32_t ctas,
+ * launch one launch (mpccl_proxy_post: the one-sided channel, lane 0).
+ * Without a proxy (w NULL or not initialised) *a is NULLs and nothing
+ * happens. */
+mpccl_status_t mpccl_proxy_work_begin(mpccl_proxy_work_t *w, cudaStream_t stream, int kind,
                                       const mpccl_proxy_due_t *due, uint32_t ndue, mpccl_proxy_work_args_t *a,
                                       mpccl_proxy_work_token_t *tok);
 /* After the kernel was enqueued (launched: how that went): takes the post

@@ -79,6 +79,25 @@ enum {
 #define MPCCL_PROXY_LL_FLAG(p) ((uint32_t)(p) | 0x80000000u)
 #define MPCCL_PROXY_LL_LINES(bytes) (((bytes) + 7u) / 8u) /* 16-byte lines of a payload */
 
+/* Whole messages to another node (PROXY links, GPU-direct): where what is left
+ * of a CTA's part of a message is at least the communicator's proxy_whole_bytes
+ * (0: never), the proxy moves it in one transfer of at most
+ * MPCCL_PROXY_WHOLE_MAX bytes straight from the source buffer into the
+ * destination buffer, with no copy into or out of slots.  The CTA writes the
+ * buffer's address and length into its channel's descriptor and raises its seq
+ * (the channel's whole transfers so far + 1, release) -- a send once the data
+ * is there, a receive once the buffer may be written -- and waits until the
+ * proxy's done word shows that seq: the send finished with the buffer, or the
+ * receive landed (acquire).  One transfer per channel and direction at a time.
+ * They have a sequence of their own; slot pieces keep theirs. */
+#define MPCCL_PROXY_WHOLE_MAX (1u << 30)
+
+typedef struct mpccl_dev_whole {
+    uint64_t addr;  /* device address of the data (send) or the destination (receive) */
+    uint32_t bytes;
+    uint32_t seq;   /* raised last */
+} mpccl_dev_whole_t;
+
 /* Where this rank writes to and reads from one peer.  Arrays are indexed
  * [cta][slot] (slot < nslots) and each slot holds slot_bytes.  Piece p of a
  * (pair, cta) channel uses slot p % nslots; ready/len hold p + 1 / the byte count
@@ -102,6 +121,10 @@ typedef struct mpccl_dev_link {
                                       * low half, length in the high half, one store by the proxy,
                                       * so one load over PCIe tells the kernel both */
     volatile uint32_t *rx_ack;       /* [cta], in the peer's memory (or staging for the proxy) */
+    /* whole messages (PROXY links with GPU-direct, else NULL): [cta] descriptors
+     * the kernel writes and done words the proxy writes, per direction */
+    volatile mpccl_dev_whole_t *tx_whole, *rx_whole;
+    volatile uint32_t *tx_whole_done, *rx_whole_done;
 } mpccl_dev_link_t;
 
 /* Per communicator, in device memory. */
@@ -114,6 +137,9 @@ typedef struct mpccl_dev_comm {
                              * partition, mpccl_dev_partition), equal on every rank */
     uint32_t proxy_ll_bytes; /* pieces to other nodes of at most this many bytes go as LL
                               * lines (0: none), equal on every rank */
+    uint32_t proxy_whole_bytes; /* what is left of a CTA's part of a message to another node
+                                 * goes whole from this many bytes on (0: never), equal on
+                                 * every rank */
     const mpccl_dev_link_t *links; /* [nranks] */
     uint32_t *tx_seq;    /* [nranks][nctas] pieces sent to each peer, ever */
     uint32_t *rx_seq;    /* [nranks][nctas] pieces received from each peer, ever */
@@ -167,6 +193,20 @@ static inline MPCCL_HOST_DEVICE void mpccl_dev_partition(uint64_t count, uint32_
     if (e > count) e = count;
     *begin = b;
     *end = e;
+}
+
+/* The next piece of a message to or from another node when left elements of
+ * the CTA's part remain: its elements, and whether it goes whole (above) or
+ * through a slot.  The engine cuts messages with it, the host counts the
+ * pieces the proxy will move with it (gpu_plan.c). */
+static inline MPCCL_HOST_DEVICE uint64_t mpccl_dev_proxy_piece(uint64_t left, uint32_t elem_size,
+                                                              uint32_t slot_bytes, uint32_t whole_bytes,
+                                                              int *whole)
+{
+    uint64_t most = slot_bytes / elem_size;
+    *whole = whole_bytes && left * elem_size >= whole_bytes;
+    if (*whole) most = MPCCL_PROXY_WHOLE_MAX / elem_size;
+    return left < most ? left : most;
 }
 
 #ifdef __cplusplus

@@ -90,8 +90,10 @@ struct win_entry {
     uint64_t prog;  /* SEND/RECV: elements of my partition moved */
     uint32_t idx;   /* step index */
     uint32_t depk;  /* dependencies found met so far (they stay met) */
+    uint32_t wseq;  /* SEND/RECV: the whole transfer in flight (when whole_wait) */
     uint8_t done, ready;
     uint8_t shared; /* a dependency met through another step's counter (other CTAs' writes) */
+    uint8_t whole_wait; /* a whole transfer of this step is with the proxy */
 };
 
 struct cta_state {
@@ -139,6 +141,7 @@ struct engine {
             e.idx = sh.next++;
             e.prog = 0;
             e.depk = 0;
+            e.whole_wait = 0;
             e.done = 0;
             e.ready = 0;
             e.shared = 0;
@@ -207,7 +210,46 @@ struct engine {
         *(volatile uint32_t *)&mpccl_abort_seen = 1;
     }
 
-    /* Thread 0: sets up one piece of SEND/RECV entry k if possible. */
+    /* Thread 0: the next piece of SEND/RECV entry k if it goes whole
+     * (devplan.h, whole messages): hands it to the proxy, or finds it done.
+     * -1: not a whole piece; 0: waiting for the proxy; 1: moved. */
+    __device__ int try_whole(uint32_t k, uint64_t pb, uint64_t pe)
+    {
+        uint32_t wb = comm->proxy_whole_bytes;
+        if (!wb) return -1;
+        win_entry &e = sh.w[k];
+        const mpccl_dev_link_t *L = &comm->links[e.st.peer];
+        bool send = e.st.kind == MPCCL_STEP_SEND;
+        volatile mpccl_dev_whole_t *d = send ? L->tx_whole : L->rx_whole;
+        if (!d) return -1;
+        int whole;
+        uint64_t n = mpccl_dev_proxy_piece(pe - pb - e.prog, es, comm->slot_bytes, wb, &whole);
+        if (!whole) return -1;
+        const volatile uint32_t *done = (send ? L->tx_whole_done : L->rx_whole_done) + g;
+        if (!e.whole_wait) {
+            uint64_t off = pb + e.prog;
+            char *buf = send ? bufp(e.st.src0_buf, e.st.src0_off + off) : bufp(e.st.dst_buf, e.st.dst_off + off);
+            uint32_t seq = acquire_load(done) + 1u; /* the channel's one transfer at a time */
+            d[g].addr = (uint64_t)(uintptr_t)buf;
+            d[g].bytes = (uint32_t)(n * es);
+            __threadfence_system(); /* release: the data (other CTAs' too, met above) and the address */
+            d[g].seq = seq;
+            e.wseq = seq;
+            e.whole_wait = 1;
+            sh.tr.mark(TRACE_POSTED, e.idx);
+            return 1;
+        }
+        /* acquire: what the transport wrote into the destination, before any
+         * thread reads it (after the barrier) */
+        if (acquire_load(done) != e.wseq) return 0;
+        e.whole_wait = 0;
+        e.prog += n;
+        if (e.prog == pe - pb) finish(k);
+        return 1;
+    }
+
+    /* Thread 0: sets up one piece of SEND/RECV entry k if possible (a piece
+     * through a slot: mpccl_dev_proxy_piece's cut where the link is PROXY). */
     __device__ bool try_message(win_entry &e, uint64_t pb, uint64_t pe)
     {
         const mpccl_dev_link_t *L = &comm->links[e.st.peer];
@@ -336,7 +378,13 @@ struct engine {
                 sh.kind = st.kind;
                 sh.ll = 0; /* try_message decides for messages */
                 if (st.kind == MPCCL_STEP_SEND || st.kind == MPCCL_STEP_RECV) {
-                    if (!first_for_peer(k) || !try_message(e, pb, pe)) continue;
+                    if (!first_for_peer(k)) continue;
+                    int w = try_whole(k, pb, pe);
+                    if (w > 0) {
+                        moved = true;
+                        continue;
+                    }
+                    if (w == 0 || !try_message(e, pb, pe)) continue;
                 } else {
                     sh.dst = bufp(st.dst_buf, st.dst_off + pb);
                     sh.src0 = bufp(st.src0_buf, st.src0_off + pb);

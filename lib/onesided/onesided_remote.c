@@ -245,7 +245,7 @@ mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work
     a.ab = ab; /* the communicator's abort word: a dead peer's slots never free up */
     mpccl_proxy_work_token_t tok;
     mpccl_proxy_work_args_t pa;
-    MPCCL_CHECK(mpccl_proxy_work_begin(work, stream, MPCCL_PROXY_WORK_PUT, 0, NULL, 0, &pa, &tok));
+    MPCCL_CHECK(mpccl_proxy_work_begin(work, stream, MPCCL_PROXY_WORK_PUT, NULL, 0, &pa, &tok));
     a.proxy_count = pa.count;
     a.proxy_done = pa.done;
     mpccl_status_t st = mpccl_os_remote_put_launch(&a, stream);

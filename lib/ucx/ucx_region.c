@@ -37,14 +37,19 @@ static const char *type_name(ucs_memory_type_t t)
 
 mpccl_status_t mpccl_ucx_region_open(void *buf, size_t bytes, int kind, mpccl_ucx_region_t **out)
 {
-    if (buf == NULL || bytes == 0 || (kind != MPCCL_REGION_HOST && kind != MPCCL_REGION_DEVICE))
-        return mpccl_fail(MPCCL_ERR_INTERNAL, "UCX region: buf %p, %zu bytes, kind %d: expected memory and "
-                          "MPCCL_REGION_HOST or MPCCL_REGION_DEVICE", buf, bytes, kind);
+    if ((buf == NULL) != (bytes == 0) || (kind != MPCCL_REGION_HOST && kind != MPCCL_REGION_DEVICE))
+        return mpccl_fail(MPCCL_ERR_INTERNAL, "UCX region: buf %p, %zu bytes, kind %d: expected memory (or none "
+                          "and 0 bytes) and MPCCL_REGION_HOST or MPCCL_REGION_DEVICE", buf, bytes, kind);
     mpccl_ucx_region_t *r = calloc(1, sizeof(*r));
     if (r == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "UCX region: out of memory");
     r->base = buf;
     r->bytes = bytes;
     r->type = kind == MPCCL_REGION_DEVICE ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+    if (buf == NULL) { /* any memory of the kind: requests carry its type, UCX registers what it needs */
+        MPCCL_INFO(MPCCL_SUB_NET, "UCX region: any %s memory (requests carry the type only)", type_name(r->type));
+        *out = r;
+        return MPCCL_OK;
+    }
     if (kind == MPCCL_REGION_DEVICE) {
         ucp_context_h ctx;
         mpccl_status_t st = mpccl_ucx_context(&ctx);
@@ -97,7 +102,7 @@ mpccl_status_t mpccl_ucx_region_params(const mpccl_ucx_region_t *r, const void *
                                        ucp_request_param_t *prm)
 {
     const char *p = buf;
-    if (p < r->base || bytes > r->bytes || (size_t)(p - r->base) > r->bytes - bytes)
+    if (r->base && (p < r->base || bytes > r->bytes || (size_t)(p - r->base) > r->bytes - bytes))
         return mpccl_fail(MPCCL_ERR_INTERNAL, "UCX region: %zu bytes at %p lie outside the region of %zu bytes at "
                           "%p", bytes, buf, r->bytes, (const void *)r->base);
     prm->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;

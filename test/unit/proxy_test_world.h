@@ -54,12 +54,15 @@ typedef struct world {
     int split;                  /* the CTAs' slots from alloc_slots (GPU-direct layout) */
     int lanes;                  /* transports per rank the proxy serves it through (0: 1) */
     uint32_t ll;                /* pieces of at most this many bytes go as LL lines (0: none) */
+    uint32_t whole;             /* with split: what is left of a message goes whole from this
+                                 * many bytes on (devplan.h; 0: never) */
     mpccl_transport_t *lane_t[MAXR][MPCCL_PROXY_MAX_LANES]; /* [rank][0] is the body's t */
     size_t max_len;
     cpu_heap_t heap[MAXR];
     void (*body)(struct world *w, int rank, mpccl_transport_t *t, mpccl_bootstrap_t *bs);
     double result[MAXR];
     uint32_t landed[MAXR]; /* LL pieces each rank read as they landed (kernel) */
+    uint32_t wholes[MAXR]; /* whole messages each rank sent and received (kernel) */
     uint32_t launches[MAXR][MPCCL_PROXY_WORK_KINDS]; /* each rank's "device" launch counts */
 } world_t;
 
@@ -147,6 +150,8 @@ static inline unsigned char msg_byte(int src, int dst, uint32_t g, int m, size_t
 }
 
 typedef struct kchan {
+    unsigned char *wbuf; /* the whole message with the proxy (its source or destination), or NULL */
+    uint32_t wseq;  /* its seq */
     int msg;        /* current message */
     size_t off;     /* bytes of it already moved */
     uint32_t seq;   /* pieces moved on this channel, ever */
@@ -154,11 +159,52 @@ typedef struct kchan {
     uint32_t landed;   /* receiver: LL pieces read from their lines, not after the proxy's word */
 } kchan_t;
 
+/* A whole message (devplan.h) through channel g of link l, as the engine's
+ * try_whole: the rest of message c->msg from c->off goes whole when it is at
+ * least w->whole bytes.  The first call hands it to the proxy (a buffer of
+ * its own, filled for a send), a later one finds it done (a receive checked).
+ * -1: not whole; 0: waiting; 1: moved. */
+static inline int kernel_whole(world_t *w, int me, int peer, uint32_t g, const mpccl_dev_link_t *l, kchan_t *c,
+                               int rx)
+{
+    int src = rx ? peer : me, dst = rx ? me : peer;
+    size_t left = msg_len(w, src, dst, g, c->msg) - c->off;
+    if (!w->whole || left < w->whole) return -1;
+    volatile mpccl_dev_whole_t *d = (rx ? l->rx_whole : l->tx_whole) + g;
+    volatile uint32_t *done = (rx ? l->rx_whole_done : l->tx_whole_done) + g;
+    ck_assert_ptr_nonnull((const void *)d);
+    if (c->wbuf == NULL) {
+        c->wbuf = malloc(left);
+        ck_assert_ptr_nonnull(c->wbuf);
+        for (size_t k = 0; k < left; k++)
+            c->wbuf[k] = rx ? (unsigned char)~msg_byte(src, dst, g, c->msg, c->off + k)
+                            : msg_byte(src, dst, g, c->msg, c->off + k);
+        c->wseq = __atomic_load_n(done, __ATOMIC_ACQUIRE) + 1;
+        d->addr = (uint64_t)(uintptr_t)c->wbuf;
+        d->bytes = (uint32_t)left;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST); /* __threadfence_system */
+        d->seq = c->wseq;
+        return 1;
+    }
+    if (__atomic_load_n(done, __ATOMIC_ACQUIRE) != c->wseq) return 0;
+    for (size_t k = 0; rx && k < left; k++)
+        if (c->wbuf[k] != msg_byte(src, dst, g, c->msg, c->off + k))
+            ck_abort_msg("rank %d from %d CTA %u whole message %d: byte %zu differs", me, peer, g, c->msg, c->off + k);
+    free(c->wbuf);
+    c->wbuf = NULL;
+    w->wholes[me]++;
+    c->msg++;
+    c->off = 0;
+    return 1;
+}
+
 /* One piece from a sender CTA if its slot is free (ack >= p - K + 1). */
 static inline int kernel_send(world_t *w, int me, int peer, uint32_t g, const mpccl_dev_link_t *l, kchan_t *c)
 {
     uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
     if (c->msg >= w->msgs) return 0;
+    int whole = kernel_whole(w, me, peer, g, l, c, 0);
+    if (whole >= 0) return whole;
     if ((int32_t)(l->tx_ack[g] - (p - K + 1)) < 0) return 0;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     size_t len = msg_len(w, me, peer, g, c->msg), n = len - c->off < S ? len - c->off : S;
@@ -210,6 +256,8 @@ static inline int kernel_recv(world_t *w, int me, int peer, uint32_t g, const mp
     uint32_t K = w->nslots, S = w->slot_bytes[me], p = c->seq;
     size_t i = (size_t)g * K + p % K;
     if (c->msg >= w->msgs) return 0;
+    int whole = kernel_whole(w, me, peer, g, l, c, 1);
+    if (whole >= 0) return whole;
     size_t len = msg_len(w, peer, me, g, c->msg), n = len - c->off < S ? len - c->off : S;
     int ll = n <= w->ll;
     uint32_t nl = ll ? MPCCL_PROXY_LL_LINES((uint32_t)n) : 0, f = MPCCL_PROXY_LL_FLAG(p);
@@ -267,6 +315,13 @@ static inline uint32_t pieces_of(size_t len, uint32_t slot)
     return (uint32_t)((len + slot - 1) / slot);
 }
 
+/* A message's pieces into d: whole (one transfer) or through slots. */
+static inline void count_message(const world_t *w, size_t len, uint32_t slot, uint32_t *pieces, uint32_t *whole)
+{
+    if (w->whole && len >= w->whole) ++*whole;
+    else *pieces += pieces_of(len, slot);
+}
+
 /* The pieces of every message of this rank's channels, posted times times. */
 static inline void kernel_post_pieces(world_t *w, int me, mpccl_proxy_comm_t *pc, int32_t times)
 {
@@ -274,10 +329,10 @@ static inline void kernel_post_pieces(world_t *w, int me, mpccl_proxy_comm_t *pc
     uint32_t n = 0;
     for (int peer = 0; peer < w->n; peer++)
         for (uint32_t g = 0; w->remote[me][peer] == MPCCL_PROXY_REMOTE && g < w->nctas; g++) {
-            mpccl_proxy_due_t d = {peer, g, 0, 0};
+            mpccl_proxy_due_t d = {peer, g, 0, 0, 0, 0};
             for (int m = 0; m < w->msgs; m++) {
-                d.tx += pieces_of(msg_len(w, me, peer, g, m), w->slot_bytes[me]);
-                d.rx += pieces_of(msg_len(w, peer, me, g, m), w->slot_bytes[me]);
+                count_message(w, msg_len(w, me, peer, g, m), w->slot_bytes[me], &d.tx, &d.whole_tx);
+                count_message(w, msg_len(w, peer, me, g, m), w->slot_bytes[me], &d.rx, &d.whole_rx);
             }
             due[n++] = d;
         }

@@ -481,12 +481,12 @@ END_TEST
  * and the real plans of every collective at awkward counts, widths and slot
  * sizes, with some peers on the same node (their steps are not the proxy's). */
 static void check_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min, uint32_t slot,
-                         const mpccl_dev_link_t *links, int nranks, const char *what)
+                         uint32_t whole, const mpccl_dev_link_t *links, int nranks, const char *what)
 {
     mpccl_proxy_due_t *due = NULL;
     uint32_t n = 0;
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(s, es, nctas, min, slot, links, nranks, &due, &n), MPCCL_OK);
-    uint32_t *want = calloc((size_t)nranks * nctas * 2, sizeof(*want));
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(s, es, nctas, min, slot, whole, links, nranks, &due, &n), MPCCL_OK);
+    uint32_t *want = calloc((size_t)nranks * nctas * 4, sizeof(*want)); /* tx, rx, whole tx, whole rx */
     ck_assert_ptr_nonnull(want);
     for (uint32_t i = 0; i < s->nsteps; i++) {
         const mpccl_step_t *st = &s->steps[i];
@@ -496,22 +496,26 @@ static void check_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, ui
             uint64_t b, e, prog = 0, per = slot / es;
             mpccl_dev_partition(st->count, es, nctas, min, g, &b, &e);
             while (prog < e - b) { /* the engine's loop, one piece at a time */
-                uint64_t left = e - b - prog;
-                prog += left < per ? left : per;
-                want[((size_t)st->peer * nctas + g) * 2 + (st->kind == MPCCL_STEP_RECV)]++;
+                uint64_t left = e - b - prog, most = per;
+                int w = whole && left * es >= whole; /* try_whole takes it */
+                if (w) most = MPCCL_PROXY_WHOLE_MAX / es;
+                prog += left < most ? left : most;
+                want[((size_t)st->peer * nctas + g) * 4 + 2 * w + (st->kind == MPCCL_STEP_RECV)]++;
             }
         }
     }
     uint32_t k = 0;
     for (int r = 0; r < nranks; r++)
         for (uint32_t g = 0; g < nctas; g++) {
-            const uint32_t *w = &want[((size_t)r * nctas + g) * 2];
-            if (!w[0] && !w[1]) continue;
+            const uint32_t *w = &want[((size_t)r * nctas + g) * 4];
+            if (!w[0] && !w[1] && !w[2] && !w[3]) continue;
             ck_assert_msg(k < n, "%s: rank %d CTA %u: %u / %u pieces expected, not listed", what, r, g, w[0], w[1]);
             ck_assert_msg(due[k].rank == r && due[k].chan == g, "%s: entry %u is rank %d CTA %u, expected rank %d "
                           "CTA %u (sorted, no empty entries)", what, k, due[k].rank, due[k].chan, r, g);
-            ck_assert_msg(due[k].tx == w[0] && due[k].rx == w[1], "%s: rank %d CTA %u: %u / %u pieces, the engine "
-                          "moves %u / %u", what, r, g, due[k].tx, due[k].rx, w[0], w[1]);
+            ck_assert_msg(due[k].tx == w[0] && due[k].rx == w[1] && due[k].whole_tx == w[2] && due[k].whole_rx == w[3],
+                          "%s: rank %d CTA %u: %u / %u pieces and %u / %u whole, the engine moves %u / %u and "
+                          "%u / %u", what, r, g, due[k].tx, due[k].rx, due[k].whole_tx, due[k].whole_rx, w[0], w[1],
+                          w[2], w[3]);
             k++;
         }
     ck_assert_msg(k == n, "%s: %u entries, expected %u", what, n, k);
@@ -531,7 +535,7 @@ START_TEST(pieces_as_the_engine_cuts)
     ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
     mpccl_b_copy(&b, R(MPCCL_BUF_OUT, 0), R(MPCCL_BUF_IN, 0), 1 << 20, NULL, 0);
     ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, 0, links, 2, &due, &n), MPCCL_OK);
     ck_assert_uint_eq(n, 0); /* no message */
     ck_assert_ptr_null(due);
     mpccl_sched_free(&s);
@@ -539,22 +543,32 @@ START_TEST(pieces_as_the_engine_cuts)
     mpccl_b_send(&b, 1, R(MPCCL_BUF_IN, 0), 2, NULL, 0);       /* 8 bytes: one piece on CTA 0 */
     mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, 0), 100000, NULL, 0); /* 400 KB: 100 KB per CTA, two 64 KB pieces */
     ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, 0, links, 2, &due, &n), MPCCL_OK);
     ck_assert_uint_eq(n, 4);
     ck_assert(due[0].rank == 1 && due[0].chan == 0 && due[0].tx == 1 && due[0].rx == 2);
     ck_assert(due[3].rank == 1 && due[3].chan == 3 && due[3].tx == 0 && due[3].rx == 2);
+    ck_assert(due[0].whole_tx == 0 && due[0].whole_rx == 0);
+    free(due);
+    /* whole from 64 KB: each CTA's 100 KB in one transfer, the 8 bytes in a slot */
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert(due[0].tx == 1 && due[0].rx == 0 && due[0].whole_tx == 0 && due[0].whole_rx == 1);
+    ck_assert(due[3].tx == 0 && due[3].rx == 0 && due[3].whole_rx == 1);
     free(due);
     links[1].kind = MPCCL_LINK_NVLINK; /* the same node: nothing for the proxy */
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, 65536, links, 2, &due, &n), MPCCL_OK);
     ck_assert_uint_eq(n, 0);
     links[1].kind = MPCCL_LINK_PROXY;
-    check_pieces(&s, 4, 4, 32768, 65536, links, 2, "hand");
-    check_pieces(&s, 1, 16, 0, 1024, links, 2, "hand, bytes");
+    check_pieces(&s, 4, 4, 32768, 65536, 0, links, 2, "hand");
+    check_pieces(&s, 1, 16, 0, 1024, 0, links, 2, "hand, bytes");
+    check_pieces(&s, 4, 4, 32768, 65536, 65536, links, 2, "hand, whole");
+    check_pieces(&s, 1, 16, 0, 1024, 4096, links, 2, "hand, bytes, whole");
     mpccl_sched_free(&s);
     test_topo_t tt;
     static const uint32_t widths[] = {1, 3, 4, 16};
     static const uint32_t mins[] = {0, 4096, 32768};
     static const uint32_t slots[] = {1024, 65536, 1 << 20};
+    static const uint32_t wholes[] = {0, 4096, 100000, 1 << 20}; /* whole messages from (0: none) */
     for (size_t ci = 0; ci < sizeof(combos) / sizeof(combos[0]); ci++)
         for (int n = 2; n <= 8; n += 3) {
             uint64_t counts[] = {1, 7, 8193, 300000 + rnd() % 5000};
@@ -570,10 +584,11 @@ START_TEST(pieces_as_the_engine_cuts)
                 char what[128];
                 for (int w = 0; w < 4; w++) {
                     uint32_t G = widths[w], min = mins[rnd() % 3], slot = slots[rnd() % 3];
-                    snprintf(what, sizeof(what), "%s/%s n=%d count %llu, %u CTAs, min %u, slot %u",
+                    uint32_t whole = wholes[rnd() % 4];
+                    snprintf(what, sizeof(what), "%s/%s n=%d count %llu, %u CTAs, min %u, slot %u, whole %u",
                              mpccl_coll_name(d.coll), mpccl_algo_name((mpccl_algo_t)s.algo), n,
-                             (unsigned long long)d.count, G, min, slot);
-                    check_pieces(&s, 4, G, min, slot, links, n, what);
+                             (unsigned long long)d.count, G, min, slot, whole);
+                    check_pieces(&s, 4, G, min, slot, whole, links, n, what);
                 }
                 mpccl_sched_free(&s);
             }

@@ -87,12 +87,23 @@ START_TEST(test_traffic)
      * (GPU-direct); the next four through 2..4 lanes (transports and threads),
      * one asking for more lanes than there are CTAs; the last with messages
      * of at most 8 KB, every piece LL lines, read as they land wherever the
-     * slot allows (half a thousand lines a piece racing UCX's copy). */
-    static const struct { int n; uint32_t nctas; int local01; uint32_t slot; int msgs; int split; int lanes; } cases[] = {
-        {2, 2, 0, 256, 300, 0, 1},  {3, 3, 0, 256, 300, 0, 1}, {3, 4, 1, 256, 300, 0, 1}, {2, 4, 0, 256, 300, 0, 1},
-        {2, 2, 0, 65536, 40, 0, 1}, {2, 2, 0, 256, 300, 1, 1}, {3, 4, 1, 256, 300, 1, 1}, {2, 2, 0, 65536, 40, 1, 1},
-        {2, 4, 0, 256, 300, 0, 2},  {3, 3, 1, 256, 300, 0, 3}, {2, 4, 0, 65536, 40, 1, 4}, {2, 2, 0, 256, 300, 0, 3},
-        {2, 2, 0, 65536, 300, 0, 1}};
+     * slot allows (half a thousand lines a piece racing UCX's copy).  The two
+     * before it (GPU-direct layout) send messages of at least `whole` bytes
+     * whole, straight from and into buffers of their own (devplan.h), the
+     * others through slots, one of them over UCX's rendezvous. */
+    static const struct {
+        int n;
+        uint32_t nctas;
+        int local01;
+        uint32_t slot;
+        int msgs, split, lanes;
+        uint32_t whole;
+    } cases[] = {
+        {2, 2, 0, 256, 300, 0, 1, 0},  {3, 3, 0, 256, 300, 0, 1, 0},   {3, 4, 1, 256, 300, 0, 1, 0},
+        {2, 4, 0, 256, 300, 0, 1, 0},  {2, 2, 0, 65536, 40, 0, 1, 0},  {2, 2, 0, 256, 300, 1, 1, 0},
+        {3, 4, 1, 256, 300, 1, 1, 0},  {2, 2, 0, 65536, 40, 1, 1, 0},  {2, 4, 0, 256, 300, 0, 2, 0},
+        {3, 3, 1, 256, 300, 0, 3, 0},  {2, 4, 0, 65536, 40, 1, 4, 0},  {2, 2, 0, 256, 300, 0, 3, 0},
+        {3, 3, 1, 256, 300, 1, 2, 500}, {2, 2, 0, 65536, 40, 1, 1, 131072}, {2, 2, 0, 65536, 300, 0, 1, 0}};
     world_t *w = calloc(1, sizeof(*w));
     w->n = cases[_i].n;
     w->nctas = cases[_i].nctas;
@@ -101,6 +112,7 @@ START_TEST(test_traffic)
     w->msgs = cases[_i].msgs;
     w->split = cases[_i].split;
     w->lanes = cases[_i].lanes;
+    w->whole = cases[_i].whole;
     /* staged: the short pieces as LL lines (twice their bytes in the slot) */
     w->ll = w->split ? 0 : cases[_i].slot / 4 < MPCCL_PROXY_LL_MAX ? cases[_i].slot / 4 : MPCCL_PROXY_LL_MAX;
     w->max_len = 4 * cases[_i].slot + 76; /* up to 5 pieces per message, the last one short */
@@ -115,11 +127,12 @@ START_TEST(test_traffic)
             for (uint32_t g = 0; w->remote[s][d] && g < w->nctas; g++)
                 for (int m = 0; m < w->msgs; m++)
                     pieces += (msg_len(w, s, d, g, m) + cases[_i].slot - 1) / cases[_i].slot;
-    uint32_t landed = 0;
-    for (int r = 0; r < w->n; r++) landed += w->landed[r];
-    printf("test_traffic: %d ranks, %u CTAs, %u-byte slots, local01=%d, split=%d, %d lane(s): 2 rounds of %zu "
-           "pieces in %.3f s, %u LL pieces read as they landed\n", w->n, w->nctas, cases[_i].slot, cases[_i].local01,
-           w->split, w->lanes, pieces, w->result[0], landed);
+    uint32_t landed = 0, wholes = 0;
+    for (int r = 0; r < w->n; r++) landed += w->landed[r], wholes += w->wholes[r];
+    if (w->whole) ck_assert_uint_gt(wholes, 0);
+    printf("test_traffic: %d ranks, %u CTAs, %u-byte slots, local01=%d, split=%d, %d lane(s), whole from %u: 2 "
+           "rounds of %zu pieces in %.3f s, %u LL pieces read as they landed, %u messages whole\n", w->n, w->nctas,
+           cases[_i].slot, cases[_i].local01, w->split, w->lanes, w->whole, pieces, w->result[0], landed, wholes);
     free(w);
 }
 END_TEST
@@ -143,7 +156,7 @@ static void error_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
     mpccl_proxy_comm_t *pc = attach(w, me, t, links);
     if (me == 0) { /* piece 0 of CTA 0: 512 bytes towards a peer whose slots hold 256 */
         const mpccl_dev_link_t *l = &links[1];
-        mpccl_proxy_due_t due = {1, 0, 1, 0};
+        mpccl_proxy_due_t due = {1, 0, 1, 0, 0, 0};
         mpccl_proxy_post_pieces(pc, &due, 1, 1);
         for (int k = 0; k < 512; k++) l->tx_slots[k] = (char)msg_byte(0, 1, 0, 0, (size_t)k);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -526,7 +539,7 @@ END_TEST
 int main(void)
 {
     const proxy_test_case_t cases[] = {
-        {"args", test_args, 0}, {"traffic", test_traffic, 13}, {"error", test_error, 0},
+        {"args", test_args, 0}, {"traffic", test_traffic, 15}, {"error", test_error, 0},
         {"force", test_force, 4}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0},
         {"closed_idle", test_closed_idle, 0}};
     return proxy_test_main("proxy", cases, sizeof(cases) / sizeof(cases[0]));

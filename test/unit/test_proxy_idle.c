@@ -234,7 +234,7 @@ static void lanes_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
             for (int i = 0; i < LANE_LAUNCHES; i++) {
                 mpccl_proxy_due_t due[8];
                 uint32_t n = round == 0 ? 1 : w->nctas;
-                for (uint32_t g = 0; g < n; g++) due[g] = (mpccl_proxy_due_t){1, g, 1, 1};
+                for (uint32_t g = 0; g < n; g++) due[g] = (mpccl_proxy_due_t){1, g, 1, 1, 0, 0};
                 mpccl_proxy_post_pieces(pc, due, n, 1);
                 usleep(2000);
                 mpccl_proxy_post_pieces(pc, due, n, -1);
@@ -277,7 +277,7 @@ static void stopped_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstr
     if (me == 0) {
         mpccl_proxy_set_stop_word(pc, &stop);
         wait_asleep("stopped: before the post");
-        mpccl_proxy_due_t due = {1, 0, 1, 1}; /* one piece each way on CTA 0, never raised */
+        mpccl_proxy_due_t due = {1, 0, 1, 1, 0, 0}; /* one piece each way on CTA 0, never raised */
         mpccl_proxy_post_pieces(pc, &due, 1, 1);
         usleep(200000);
         ck_assert_msg(!mpccl_proxy_asleep(), "stopped: the proxy slept with pieces posted and unmoved");
