@@ -45,8 +45,11 @@ static long setting(const char *name, long def, long lo, long hi, long multiple)
 }
 
 /* GPU-direct: what is left of a CTA's part of a message to another node goes
- * whole from this size on (devplan.h, whole messages). */
-#define PROXY_WHOLE_DEFAULT (256u << 10)
+ * whole from this size on (devplan.h, whole messages); off by default: over
+ * UCX's cuda_ipc a transfer from a buffer the application freed and
+ * allocated again hung (doc/GPU_DESIGN.md), and over TCP it gained nothing
+ * (2 x H100, 2026-11-28). */
+#define PROXY_WHOLE_DEFAULT 0u
 
 /* Slots of communicators whose every peer is on another node pin at most this. */
 #define NET_SLOT_BUDGET (256ull << 20)

@@ -161,10 +161,11 @@ static mpccl_setting_t settings[] = {
      "pieces of GPU collectives and send/recv to other nodes of at most this many bytes go as LL lines (data and "
      "flag in each 8 bytes: the sender raises them without a system fence, at twice the bytes on the wire; at "
      "most 8K; 0: never); staged only, the minimum over ranks is used", NULL, NULL},
-    {"PROXY_WHOLE_BYTES", NULL, "256K",
-     "GPU-direct only: what is left of a CTA's part of a message to another node goes in one transfer straight "
-     "from the source buffer into the destination buffer (no copy through slots) from this many bytes on "
-     "(0: never; at most 1G); the ranks use the smallest, 0 on any rank turns it off", NULL, NULL},
+    {"PROXY_WHOLE_BYTES", NULL, "0",
+     "experimental, GPU-direct only: what is left of a CTA's part of a message to another node goes in one "
+     "transfer straight from the source buffer into the destination buffer (no copy through slots) from this "
+     "many bytes on (0: never; at most 1G); 0 on any rank turns it off.  Over UCX's cuda_ipc it can hang once "
+     "the application frees and reallocates a buffer (doc/GPU_DESIGN.md)", NULL, NULL},
     {"PROXY_LANES", NULL, "0",
      "connections (UCX workers) and proxy threads a GPU communicator's traffic to other nodes is spread over "
      "(0: one per CTA up to 4 where every peer is on another node, the communicator has at most 64 ranks and no "
