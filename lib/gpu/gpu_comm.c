@@ -47,8 +47,9 @@ static long setting(const char *name, long def, long lo, long hi, long multiple)
 /* GPU-direct: what is left of a CTA's part of a message to another node goes
  * whole from this size on (devplan.h, whole messages); off by default: over
  * UCX's cuda_ipc a transfer from a buffer the application freed and
- * allocated again hung (doc/GPU_DESIGN.md), and over TCP it gained nothing
- * (2 x H100, 2026-11-28). */
+ * allocated again deadlocks in cuIpcCloseMemHandle on the proxy thread
+ * (doc/GPU_DESIGN.md), and over TCP it gained nothing (2 x H100,
+ * 2026-11-28). */
 #define PROXY_WHOLE_DEFAULT 0u
 
 /* Slots of communicators whose every peer is on another node pin at most this. */
@@ -475,14 +476,21 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
     g->proxy_whole_bytes = info[0].proxy_whole_bytes;
     for (int r = 1; r < n; r++) {
         if (info[r].proxy_ll_bytes < g->proxy_ll_bytes) g->proxy_ll_bytes = info[r].proxy_ll_bytes;
-        /* 0 (none) on any rank: none anywhere */
-        if (info[r].proxy_whole_bytes == 0 || (g->proxy_whole_bytes && info[r].proxy_whole_bytes > g->proxy_whole_bytes))
-            g->proxy_whole_bytes = info[r].proxy_whole_bytes;
+        if (info[r].proxy_whole_bytes < g->proxy_whole_bytes) g->proxy_whole_bytes = info[r].proxy_whole_bytes;
         if (info[r].nctas < g->nctas) g->nctas = info[r].nctas;
         if (info[r].slot_bytes < g->slot_bytes) g->slot_bytes = info[r].slot_bytes;
         if (info[r].cta_min_bytes < g->cta_min_bytes) g->cta_min_bytes = info[r].cta_min_bytes;
     }
     if (g->proxy_ll_bytes > g->slot_bytes / 2) g->proxy_ll_bytes = g->slot_bytes / 2; /* lines: twice the bytes */
+    for (int r = 0; r < n && g->proxy_whole_bytes && g->rank == 0; r++)
+        if (topo->node_of[r] != topo->node_of[0] && info[r].host_hash == info[0].host_hash) {
+            MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_PROXY_WHOLE_BYTES=%u with nodes of one machine (ranks 0 and %d, "
+                       "MPCCL_HOSTID): where UCX uses cuda_ipc between them, a whole transfer from a buffer "
+                       "that was freed and allocated again deadlocks (UCX closes the old IPC mapping on the "
+                       "proxy thread while the kernel waits for the transfer; doc/GPU_DESIGN.md)",
+                       g->proxy_whole_bytes, r);
+            break;
+        }
     g->nslots = MPCCL_GPU_NSLOTS;
     g->nonce = info[0].nonce;
 

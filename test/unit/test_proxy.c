@@ -257,9 +257,12 @@ static void force_body(world_t *w, int me, mpccl_transport_t *t, mpccl_bootstrap
            w->slot_bytes[me], force, dt * 1e3, w->heap[me].outstanding);
     mpccl_bootstrap_barrier(bs);
     t->ops->close(t, 1);
-    /* The worker is gone: nothing can touch the staging any more. */
+    /* The worker is gone: nothing can touch the staging, or a whole
+     * message's buffer, any more. */
     for (int i = 0; i < 16; i++)
         if (w->heap[me].blocks[i]) cpu_free(&w->heap[me], w->heap[me].blocks[i]);
+    for (int peer = 0; peer < w->n; peer++)
+        for (uint32_t g = 0; g < w->nctas; g++) free(tx[peer][g].wbuf);
 }
 
 START_TEST(test_force)
@@ -269,8 +272,12 @@ START_TEST(test_force)
     w->nctas = 3;
     w->nslots = 4;
     w->slot_bytes[0] = w->slot_bytes[1] = _i % 2 ? 256 * 1024 : 256; /* eager / rendezvous sized */
-    w->msgs = _i < 2 ? 1000000 : 999999; /* forced / flushing detach */
+    w->msgs = _i % 4 < 2 ? 1000000 : 999999; /* forced / flushing detach */
     w->max_len = 5 * w->slot_bytes[0];
+    if (_i >= 4) { /* GPU-direct layout, the longer messages whole: sends the receiver never posts */
+        w->split = 1;
+        w->whole = 2 * w->slot_bytes[0];
+    }
     all_remote(w);
     w->body = force_body;
     run_world(w);
@@ -540,7 +547,7 @@ int main(void)
 {
     const proxy_test_case_t cases[] = {
         {"args", test_args, 0}, {"traffic", test_traffic, 15}, {"error", test_error, 0},
-        {"force", test_force, 4}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0},
+        {"force", test_force, 8}, {"os_channel", test_os_channel, 5}, {"os_fail", test_os_fail, 0},
         {"closed_idle", test_closed_idle, 0}};
     return proxy_test_main("proxy", cases, sizeof(cases) / sizeof(cases[0]));
 }
