@@ -115,17 +115,13 @@ static void *chan_region(const mpccl_proxy_comm_t *pc, uint32_t g)
 static mpccl_status_t slot_send(mpccl_proxy_comm_t *pc, int peer, uint32_t g, uint64_t tag, const void *buf,
                                 size_t bytes, mpccl_req_t *req)
 {
-    void *r = chan_region(pc, g);
-    return r ? pc->t->ops->isend_region(pc->t, peer, tag, buf, bytes, r, req)
-             : pc->t->ops->isend(pc->t, peer, tag, buf, bytes, req);
+    return proxy_isend(pc, chan_region(pc, g), peer, tag, buf, bytes, req);
 }
 
 static mpccl_status_t slot_recv(mpccl_proxy_comm_t *pc, int peer, uint32_t g, uint64_t tag, void *buf,
                                 size_t bytes, mpccl_req_t *req)
 {
-    void *r = chan_region(pc, g);
-    return r ? pc->t->ops->irecv_region(pc->t, peer, tag, buf, bytes, r, req)
-             : pc->t->ops->irecv(pc->t, peer, tag, buf, bytes, req);
+    return proxy_irecv(pc, chan_region(pc, g), peer, tag, buf, bytes, req);
 }
 
 /* Piece p of pe's channel g (slot index i) as the kernel raised it: 1 with

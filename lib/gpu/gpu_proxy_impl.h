@@ -191,6 +191,22 @@ int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what
 int mpccl_proxy_serve_os_rma(mpccl_proxy_comm_t *pc, proxy_peer_t *pe);
 int mpccl_proxy_os_rma_pending(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int cancel);
 
+/* A send or receive through region (NULL: the transport has none, or pc
+ * opened none): with one, the transport detects nothing on this thread. */
+static inline mpccl_status_t proxy_isend(mpccl_proxy_comm_t *pc, void *region, int peer, uint64_t tag,
+                                         const void *buf, size_t bytes, mpccl_req_t *req)
+{
+    return region ? pc->t->ops->isend_region(pc->t, peer, tag, buf, bytes, region, req)
+                  : pc->t->ops->isend(pc->t, peer, tag, buf, bytes, req);
+}
+
+static inline mpccl_status_t proxy_irecv(mpccl_proxy_comm_t *pc, void *region, int peer, uint64_t tag, void *buf,
+                                         size_t bytes, mpccl_req_t *req)
+{
+    return region ? pc->t->ops->irecv_region(pc->t, peer, tag, buf, bytes, region, req)
+                  : pc->t->ops->irecv(pc->t, peer, tag, buf, bytes, req);
+}
+
 /* gpu_proxy_whole.c, whole messages of pe's CTA channel g: one pass
  * (returns the activity); whether a transfer is started and unfinished; the
  * count of requests in flight (sends: dir 0, else receives; cancel: cancel

@@ -31,17 +31,9 @@ static int start_whole(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, uint32_t g, int
         return mpccl_proxy_fail(pc, MPCCL_ERR_INTERNAL, what, seq - 1, g, pe->rank);
     }
     mpccl_req_t *r = &pe->whole_req[(size_t)dir * pc->nchan + g];
-    const struct mpccl_transport_ops *o = pc->t->ops;
-    mpccl_status_t st;
-    if (dir == 0) {
-        uint64_t tag = mpccl_proxy_whole_tag(pc->rank, g, seq - 1);
-        st = pc->user_region ? o->isend_region(pc->t, pe->rank, tag, buf, bytes, pc->user_region, r)
-                             : o->isend(pc->t, pe->rank, tag, buf, bytes, r);
-    } else {
-        uint64_t tag = mpccl_proxy_whole_tag(pe->rank, g, seq - 1);
-        st = pc->user_region ? o->irecv_region(pc->t, pe->rank, tag, buf, bytes, pc->user_region, r)
-                             : o->irecv(pc->t, pe->rank, tag, buf, bytes, r);
-    }
+    uint64_t tag = mpccl_proxy_whole_tag(dir == 0 ? pc->rank : pe->rank, g, seq - 1); /* the sender's */
+    mpccl_status_t st = dir == 0 ? proxy_isend(pc, pc->user_region, pe->rank, tag, buf, bytes, r)
+                                 : proxy_irecv(pc, pc->user_region, pe->rank, tag, buf, bytes, r);
     if (st != MPCCL_OK) return mpccl_proxy_fail(pc, st, dir_name[dir], seq - 1, g, pe->rank);
     MPCCL_TRACE(MPCCL_SUB_NET, "proxy: rank %d: whole message %u of channel %u (%u bytes) %s rank %d posted",
                 pc->rank, seq - 1, g, bytes, dir ? "from" : "to", pe->rank);
