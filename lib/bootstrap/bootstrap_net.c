@@ -306,7 +306,45 @@ void mpccl_socket_close(int *fd)
     *fd = -1;
 }
 
+static __thread const uint16_t *avoid_ports;
+static __thread int n_avoid_ports;
+
+void mpccl_socket_avoid_ports(const uint16_t *ports, int n)
+{
+    avoid_ports = n > 0 ? ports : NULL;
+    n_avoid_ports = n > 0 ? n : 0;
+}
+
+uint16_t mpccl_sockaddr_port(const mpccl_sockaddr_t *a)
+{
+    return ntohs(a->sa.sa_family == AF_INET6 ? a->in6.sin6_port : a->in.sin_port);
+}
+
+static int port_avoided(const mpccl_sockaddr_t *a)
+{
+    for (int i = 0; i < n_avoid_ports; i++)
+        if (avoid_ports[i] == mpccl_sockaddr_port(a)) return 1;
+    return 0;
+}
+
+static mpccl_status_t listen_once(const mpccl_sockaddr_t *addr, int *fd, mpccl_sockaddr_t *bound);
+
 mpccl_status_t mpccl_socket_listen(const mpccl_sockaddr_t *addr, int *fd, mpccl_sockaddr_t *bound)
+{
+    /* An avoided port stays held while the next is bound, so that the kernel
+     * hands out another one. */
+    int held[8], nheld = 0;
+    mpccl_status_t st;
+    for (;;) {
+        st = listen_once(addr, fd, bound);
+        if (st != MPCCL_OK || mpccl_sockaddr_port(addr) != 0 || !port_avoided(bound) || nheld == 8) break;
+        held[nheld++] = *fd;
+    }
+    for (int i = 0; i < nheld; i++) close(held[i]);
+    return st;
+}
+
+static mpccl_status_t listen_once(const mpccl_sockaddr_t *addr, int *fd, mpccl_sockaddr_t *bound)
 {
     char s[MPCCL_SOCKADDR_STRLEN];
     int l = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -21,6 +21,7 @@ typedef union mpccl_sockaddr {
 
 /* sizeof the family's sockaddr; 0 for an unknown family. */
 socklen_t mpccl_sockaddr_len(const mpccl_sockaddr_t *a);
+uint16_t mpccl_sockaddr_port(const mpccl_sockaddr_t *a); /* host order */
 /* "1.2.3.4:5" or "[::1]:5" into buf (MPCCL_SOCKADDR_STRLEN); returns buf. */
 const char *mpccl_sockaddr_str(const mpccl_sockaddr_t *a, char *buf);
 /* "host:port" or "[ipv6]:port" (host may be a name); MPCCL_ERR_ARG when malformed. */
@@ -58,6 +59,11 @@ int64_t mpccl_socket_now_ms(void); /* CLOCK_MONOTONIC */
  * any); *bound receives the address peers connect to. */
 mpccl_status_t mpccl_socket_listen(const mpccl_sockaddr_t *addr, int *fd,
                                    mpccl_sockaddr_t *bound);
+/* Ports that listeners of this thread bound to port 0 must not take (n <= 0 or
+ * NULL: none; the array must outlive the setting).  A shrink passes its
+ * parent's doors: a door whose process died frees its port, and a new listener
+ * there would answer the knocks that are to find that death. */
+void mpccl_socket_avoid_ports(const uint16_t *ports, int n);
 /* Connects, retrying with backoff while nothing listens yet, until deadline_ms;
  * connection refusals are retried only until refused_deadline_ms (both are
  * mpccl_socket_now_ms() times).  Returns 0 with *fd set,

@@ -127,6 +127,15 @@ static mpccl_status_t init_shrink(void *arg)
     mpccl_log_set_rank(job->rank);
     ncclComm_t parent = job->parent;
     mpccl_bootstrap_set_cancel(&job->comm->aborting, &parent->aborting);
+    /* The child's listeners keep off the parent's doors: one freed by a dead
+     * survivor and taken again would answer the knocks below for it. */
+    uint16_t *door_ports = calloc((size_t)parent->nranks, sizeof(*door_ports));
+    int ndoors = 0;
+    for (int r = 0; door_ports && r < parent->nranks; r++) {
+        const mpccl_sockaddr_t *door = mpccl_comm_door_addr(parent, r);
+        if (door) door_ports[ndoors++] = mpccl_sockaddr_port(door);
+    }
+    mpccl_socket_avoid_ports(door_ports, ndoors);
     mpccl_status_t st = shrink_share_id(job);
     if (st == MPCCL_OK) {
         int maker = parent->rank == job->survivors[0];
@@ -136,6 +145,8 @@ static mpccl_status_t init_shrink(void *arg)
         mpccl_bootstrap_set_watch(NULL, NULL); /* before the withdrawal, which it would count as a loss too */
         if (st != MPCCL_OK && maker) withdraw_child_id(job);
     }
+    mpccl_socket_avoid_ports(NULL, 0);
+    free(door_ports);
     if (st == MPCCL_OK)
         MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: parent rank %d -> rank %d of %d", job->parent->rank, job->rank,
                    job->nranks);

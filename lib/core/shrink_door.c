@@ -75,6 +75,32 @@ void mpccl_shrink_door_send_failure(ncclComm_t comm, int peer, const mpccl_socka
         MPCCL_INFO(MPCCL_SUB_INIT, "ncclCommShrink: could not tell rank %d that the shrink failed", peer);
 }
 
+/* What a survivor answers once it holds the id. */
+static uint64_t ack_word(ncclComm_t comm, int peer) { return DOOR_MAGIC ^ comm->id ^ (uint64_t)(uint32_t)peer; }
+
+/* A written id is not yet a taken one: the kernel queues a connection and its
+ * bytes for a live process that may die before it reads them (a survivor
+ * killed just before its own shrink), and the child's bootstrap would then
+ * wait for it.  So the root waits for the survivor's answer: the survivor's
+ * death resets the connection at once, an abort of the communicator ends the
+ * wait, and a machine gone silent is given up at MPCCL_BOOTSTRAP_TIMEOUT. */
+static mpccl_status_t await_ack(ncclComm_t comm, int peer, int fd)
+{
+    char what[96];
+    snprintf(what, sizeof(what), "rank %d's receipt of the shrink's id", peer);
+    uint64_t ack = 0;
+    mpccl_status_t st = mpccl_socket_recv_all(fd, &ack, sizeof(ack),
+                                              mpccl_socket_now_ms() + 1000LL * mpccl_bootstrap_timeout_s(), what);
+    if (st == MPCCL_OK && ack != ack_word(comm, peer))
+        st = mpccl_fail(MPCCL_ERR_REMOTE, "%s: a wrong answer 0x%llx (not rank %d's door?)", what,
+                        (unsigned long long)ack, peer);
+    if (st == MPCCL_OK || st == MPCCL_ERR_USAGE) return st; /* taken, or the communicator is being aborted */
+    char why[256];
+    snprintf(why, sizeof(why), "%s", mpccl_last_error());
+    return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: rank %d did not take the new communicator's id (%s): it "
+                      "died before or during its shrink (exclude it too)", peer, why);
+}
+
 static mpccl_status_t door_write(ncclComm_t comm, int peer, const mpccl_sockaddr_t *to, const door_msg_t *m)
 {
     char what[64];
@@ -87,6 +113,7 @@ static mpccl_status_t door_write(ncclComm_t comm, int peer, const mpccl_sockaddr
         return mpccl_fail(MPCCL_ERR_REMOTE, "ncclCommShrink: cannot reach rank %d to hand it the new "
                           "communicator (%s): it died during the shrink (exclude it too)", peer, strerror(e));
     mpccl_status_t st = mpccl_socket_send_all(fd, m, sizeof(*m), mpccl_socket_now_ms() + DOOR_MESSAGE_MS, what);
+    if (st == MPCCL_OK && m->len != 0) st = await_ack(comm, peer, fd);
     mpccl_socket_close(&fd);
     return st;
 }
@@ -112,15 +139,13 @@ static int take(ncclComm_t comm, int c, int root, void *id, size_t len, int *los
         return 0;
     }
     memcpy(id, m.id, len);
+    /* The root waits for this (await_ack); were it gone, the child's
+     * bootstrap, which it roots, fails on its own. */
+    uint64_t ack = ack_word(comm, comm->rank);
+    (void)mpccl_socket_send_all(c, &ack, sizeof(ack), mpccl_socket_now_ms() + DOOR_MESSAGE_MS, what);
     return 1;
 }
 
-/* Whether root's door still takes connections.  The watcher only covers
- * peers on this machine and UCX notices a dead peer only when something is in
- * flight to it, so a root that dies before it writes the id would otherwise
- * leave us waiting for ever.  Its kernel refuses at once for a dead process;
- * a machine that is gone answers nothing, counted from the first silent knock
- * (*silent_since).  Returns 0, or the errno that says root is gone. */
 /* One connection attempt, closed at once (a door drops an empty connection):
  * 0, or the errno that stopped it within wait_ms. */
 static int knock_once(const mpccl_sockaddr_t *door, int64_t wait_ms)
@@ -131,6 +156,12 @@ static int knock_once(const mpccl_sockaddr_t *door, int64_t wait_ms)
     return e;
 }
 
+/* Whether root's door still takes connections.  The watcher only covers
+ * peers on this machine and UCX notices a dead peer only when something is in
+ * flight to it, so a root that dies before it writes the id would otherwise
+ * leave us waiting for ever.  Its kernel refuses at once for a dead process;
+ * a machine that is gone answers nothing, counted from the first silent knock
+ * (*silent_since).  Returns 0, or the errno that says root is gone. */
 static int knock(const mpccl_sockaddr_t *root_door, int64_t *silent_since)
 {
     int64_t now = mpccl_socket_now_ms();

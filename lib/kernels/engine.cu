@@ -123,6 +123,7 @@ struct engine {
     const mpccl_dev_plan_t *plan;
     uint32_t G, g, W, N, es;
     cta_state &sh;
+    uint32_t whole_bytes; /* comm->proxy_whole_bytes, read once by thread 0 (the only reader) */
 
     __device__ char *bufp(uint32_t buf, uint64_t off) const { return (char *)a.buf[buf] + off * es; }
 
@@ -215,7 +216,7 @@ struct engine {
      * -1: not a whole piece; 0: waiting for the proxy; 1: moved. */
     __device__ int try_whole(uint32_t k, uint64_t pb, uint64_t pe)
     {
-        uint32_t wb = comm->proxy_whole_bytes;
+        uint32_t wb = whole_bytes;
         if (!wb) return -1;
         win_entry &e = sh.w[k];
         const mpccl_dev_link_t *L = &comm->links[e.st.peer];
@@ -554,8 +555,9 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
     const mpccl_dev_plan_t *plan = a.plan;
     uint32_t W = plan->window;
     W = W < 1 ? 1 : W > MPCCL_ENGINE_MAX_WINDOW ? MPCCL_ENGINE_MAX_WINDOW : W;
-    engine eng{a, a.comm, plan, gridDim.x, blockIdx.x, W, plan->nsteps, (uint32_t)sizeof(typename ty<DT>::T), sh};
+    engine eng{a, a.comm, plan, gridDim.x, blockIdx.x, W, plan->nsteps, (uint32_t)sizeof(typename ty<DT>::T), sh, 0u};
     if (threadIdx.x == 0) {
+        eng.whole_bytes = a.comm->proxy_whole_bytes;
         if (a.comm->nctas != gridDim.x) {
             printf("mpccl engine: launched with %u CTAs, the communicator has %u\n", gridDim.x, a.comm->nctas);
             __trap();

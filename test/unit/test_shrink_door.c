@@ -62,9 +62,10 @@ START_TEST(test_handover)
     nanosleep(&knocks, NULL);
     unsigned char id[128], junk[128];
     for (int i = 0; i < 128; i++) id[i] = (unsigned char)(7 * i + 1), junk[i] = 0xee;
-    /* Another communicator's shrink and another rank knock first: dropped. */
-    ck_assert_int_eq(mpccl_shrink_door_send(other, 1, &addr, junk, sizeof(junk)), MPCCL_OK);
-    ck_assert_int_eq(mpccl_shrink_door_send(impostor, 1, &addr, junk, sizeof(junk)), MPCCL_OK);
+    /* Another communicator's shrink and another rank knock first: dropped
+     * unanswered, so their senders learn the id was not taken. */
+    ck_assert_int_eq(mpccl_shrink_door_send(other, 1, &addr, junk, sizeof(junk)), MPCCL_ERR_REMOTE);
+    ck_assert_int_eq(mpccl_shrink_door_send(impostor, 1, &addr, junk, sizeof(junk)), MPCCL_ERR_REMOTE);
     ck_assert_int_eq(mpccl_shrink_door_send(root, 1, &addr, id, sizeof(id)), MPCCL_OK);
     pthread_join(th, NULL);
     ck_assert_int_eq(w.st, MPCCL_OK);
@@ -133,6 +134,45 @@ START_TEST(test_root_door_gone)
 }
 END_TEST
 
+/* A survivor whose door was open when the root wrote the id but that died
+ * before taking it (killed just before its shrink): the kernel had queued the
+ * connection and its bytes, so only the missing answer shows the loss, and
+ * it must show at the death, not at the bootstrap's timeout. */
+typedef struct {
+    struct ncclComm *root;
+    const mpccl_sockaddr_t *to;
+    mpccl_status_t st;
+} sender_t;
+
+static void *send_id(void *p)
+{
+    sender_t *s = p;
+    unsigned char id[128] = {1};
+    s->st = mpccl_shrink_door_send(s->root, 1, s->to, id, sizeof(id));
+    return NULL;
+}
+
+START_TEST(test_survivor_dies_before_taking)
+{
+    int fd;
+    mpccl_sockaddr_t addr;
+    mpccl_shrink_door_open(&fd, &addr);
+    ck_assert_int_ge(fd, 0);
+    sender_t s = {.root = fake_comm(0, 0x55), .to = &addr};
+    pthread_t th;
+    int64_t t0 = mpccl_socket_now_ms();
+    ck_assert_int_eq(pthread_create(&th, NULL, send_id, &s), 0);
+    struct timespec queued = {.tv_sec = 0, .tv_nsec = 300000000}; /* connected and written, unanswered */
+    nanosleep(&queued, NULL);
+    mpccl_shrink_door_close(&fd); /* the survivor's death: its queued connection is reset */
+    pthread_join(th, NULL);
+    ck_assert_int_eq(s.st, MPCCL_ERR_REMOTE);
+    ck_assert_ptr_nonnull(strstr(mpccl_last_error(), "rank 1 did not take"));
+    ck_assert_int_lt(mpccl_socket_now_ms() - t0, 20000); /* the bootstrap timeout is 120 s */
+    free(s.root);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shrink_door");
@@ -141,6 +181,7 @@ int main(void)
     tcase_add_test(tc, test_handover);
     tcase_add_test(tc, test_give_up);
     tcase_add_test(tc, test_root_door_gone);
+    tcase_add_test(tc, test_survivor_dies_before_taking);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
