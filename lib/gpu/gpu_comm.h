@@ -2,7 +2,8 @@
  * on, the mailboxes that peers of the same node write into, and the link table
  * the device engine reads (lib/kernels/devplan.h, doc/GPU_DESIGN.md).
  *
- * Settings (read in gpu_comm.c:gpu_settings until they join the config table):
+ * Settings (described in lib/util/config.c; read in gpu_comm.c, the engine's
+ * geometry in gpu_settings, the proxy's LL and whole-message sizes beside it):
  *   MPCCL_GPU_CTAS        CTAs per launch; default min(SM count, 16); the
  *                         minimum over the ranks is used
  *   MPCCL_GPU_SLOT_BYTES  bytes per mailbox slot per CTA; default 64 KiB,

@@ -249,6 +249,12 @@ struct engine {
         return 1;
     }
 
+    /* Lines of the LL piece the rx slot of piece p from peer holds (0: other data). */
+    __device__ uint32_t *rx_clean_word(int peer, uint32_t p) const
+    {
+        return &comm->rx_clean[((size_t)peer * G + g) * comm->nslots + p % comm->nslots];
+    }
+
     /* Thread 0: sets up one piece of SEND/RECV entry k if possible (a piece
      * through a slot: mpccl_dev_proxy_piece's cut where the link is PROXY). */
     __device__ bool try_message(win_entry &e, uint64_t pb, uint64_t pe)
@@ -283,8 +289,7 @@ struct engine {
                 /* An LL piece in a slot that held only LL lines: its last line
                  * is the poll (read beside the proxy's word, in flight together) */
                 bool landed = false;
-                if (ll && comm->rx_clean &&
-                    comm->rx_clean[((size_t)e.st.peer * G + g) * K + p % K] >= want / 16u)
+                if (ll && comm->rx_clean && *rx_clean_word(e.st.peer, p) >= want / 16u)
                     landed = ll_line_is(lines + want - 16u, MPCCL_PROXY_LL_FLAG(p));
                 uint64_t v = acquire_load64(&L->rx_word[slot]);
                 if ((uint32_t)v == p + 1u) {
@@ -452,7 +457,7 @@ struct engine {
             L->rx_ack[g] = sh.piece + 1u;
             comm->rx_seq[(size_t)e.st.peer * G + g] = sh.piece + 1u;
             if (L->rx_word && comm->rx_clean) { /* what the slot holds now: LL lines, or other data */
-                uint32_t *clean = &comm->rx_clean[((size_t)e.st.peer * G + g) * comm->nslots + sh.slot % comm->nslots];
+                uint32_t *clean = rx_clean_word(e.st.peer, sh.piece);
                 uint32_t lines = sh.ll ? MPCCL_PROXY_LL_LINES((uint32_t)(sh.n * es)) : 0u;
                 *clean = sh.ll ? (*clean > lines ? *clean : lines) : 0u;
             }
