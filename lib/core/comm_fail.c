@@ -146,6 +146,14 @@ const mpccl_sockaddr_t *mpccl_comm_door_addr(ncclComm_t comm, int peer)
     return mpccl_shrink_door_valid(a) ? a : NULL;
 }
 
+int mpccl_comm_doors_complete(ncclComm_t comm)
+{
+    if (mpccl_comm_door_fd(comm) < 0) return 0;
+    for (int r = 0; r < comm->nranks; r++)
+        if (r != comm->rank && !mpccl_comm_door_addr(comm, r)) return 0;
+    return 1;
+}
+
 const unsigned char *mpccl_comm_same_machine(ncclComm_t comm)
 {
     return comm->fail ? comm->fail->same_machine : NULL;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "build_config.h"
+#include "core/comm_fail.h"
 #include "core/exec.h"
 
 #ifdef MPCCL_HAVE_CUDA
@@ -126,12 +127,17 @@ static int gpu_rma_reaches_all(ncclComm_t comm)
 static mpccl_status_t gpu_can_shrink(ncclComm_t comm, const char *fn, int abort)
 {
     (void)abort; /* NCCL_SHRINK_ABORT: the core stops the parent's kernels first */
-    /* Spanning nodes always has the proxy attached (mpccl_gpu_setup). */
-    if (mpccl_gpu_proxy(comm) != NULL)
+    /* The proxy thread owns the transport of a communicator it serves (one
+     * spanning nodes always has it, mpccl_gpu_setup).  The shrink leaves that
+     * transport alone where every rank has a door: its id goes over sockets,
+     * the child gets a transport of its own.  Without the doors the id would
+     * go over the parent's transport from this thread, racing the proxy. */
+    if (mpccl_gpu_proxy(comm) != NULL && !mpccl_comm_doors_complete(comm))
         return mpccl_fail(MPCCL_ERR_USAGE,
                           "%s: a GPU communicator with peers served by the proxy thread (on other nodes, or, once a "
-                          "window was registered, on this node without P2P) cannot be shrunk yet: the proxy drives "
-                          "its transport, which the survivors' rendezvous would race",
+                          "window was registered, on this node without P2P) can be shrunk only where every rank "
+                          "listens on a socket for the survivors' rendezvous, and some rank could not open one "
+                          "(MPCCL_SOCKET_IFNAME: no usable interface?)",
                           fn);
     return MPCCL_OK;
 }

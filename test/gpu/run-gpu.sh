@@ -163,6 +163,10 @@ if [ -n "$ucx_env" ] || ucx_moves_cuda; then
 else
     echo "##### SKIP GPU-direct: no UCX with CUDA support (pip install libucx-cu13, or set MPCCL_UCX_PREFIX)"
 fi
+# split, shrink (the proxy attached), grow, finalize and abort across nodes
+step sh "$mpi" -t 300 -l 0 -n 2 2 test/mpi/test_comm
+step sh "$mpi" -t 300 -l 0 -n 2 3 test/mpi/test_comm
+step sh "$mpi" -t 300 -l 0 -e MPCCL_PEER_WATCH=0 -n 2 4 test/mpi/test_comm
 # the proxy sleeps while idle (< 2% of a core) and graphs replayed after that complete
 step sh "$mpi" -t 300 -n 2 2 test/mpi/test_idle
 step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -n 2 4 test/mpi/test_idle

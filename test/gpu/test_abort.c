@@ -12,7 +12,7 @@
  * below ABORT_TEST_BOUND_MS (default 2000; the goal is 100).
  *
  * Usage: test_abort KIND SCENARIO
- *   KIND: ll oneshot twoshot engine p2p p2pll p2pengine window reg onesided hier
+ *   KIND: ll oneshot twoshot engine p2p p2pll p2pengine window windowce reg onesided hier nodes
  *   SCENARIO: killbefore killmid hang revoke shrink graph group timeout
  *   (group: two communicators on one stream, both aborted in one group)
  * Exits 0 (pass), 1 (fail), 77 (no GPU, or a combination that does not
@@ -58,6 +58,9 @@ static const kind_t kinds[] = {
     /* 4 ranks as 2 simulated nodes x 2: hierarchical collectives (node and
      * rail communicators under the one the test aborts) */
     {"hier", {"MPCCL_HIER_CHUNK_BYTES=256K", NULL}},
+    /* every rank a simulated node of its own: every peer behind the proxy,
+     * every collective on the engine between nodes */
+    {"nodes", {NULL}},
 };
 
 static const kind_t *kind;
@@ -377,6 +380,11 @@ static int rank_main(int id_fd_r, int *id_fd_w, int death_fd)
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return 77;
     CUDACHK(cudaSetDevice(rank_ % ndev));
     if (strcmp(kind->name, "hier") == 0) setenv("NCCL_HOSTID", rank_ < nranks / 2 ? "hier-node-a" : "hier-node-b", 1);
+    if (strcmp(kind->name, "nodes") == 0) {
+        char node[32];
+        snprintf(node, sizeof(node), "abort-node-%d", rank_);
+        setenv("NCCL_HOSTID", node, 1);
+    }
     ncclUniqueId id;
     if (rank_ == 0) {
         NCCLCHK(ncclGetUniqueId(&id));
@@ -425,11 +433,6 @@ int main(int argc, char **argv)
     }
     const char *b = getenv("ABORT_TEST_BOUND_MS");
     if (b) bound_ms = atof(b);
-    /* GPU communicators spanning nodes cannot be shrunk yet (doc/RELIABILITY.md) */
-    if (strcmp(kind->name, "hier") == 0 && strcmp(scenario, "shrink") == 0) {
-        printf("abort-test kind=%s scenario=%s: does not apply\n", kind->name, scenario);
-        return 77;
-    }
     /* onesided: only the waits (no graphs, no shrink) */
     if (strcmp(kind->name, "onesided") == 0 &&
         (strcmp(scenario, "graph") == 0 || strcmp(scenario, "shrink") == 0 || strcmp(scenario, "group") == 0)) {

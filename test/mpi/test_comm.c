@@ -164,6 +164,10 @@ START_TEST(test_finalize_destroy_abort)
     }
     if (b) {
         T_EXPECT(t_comm_works(b, &t_mem) == 0, "split communicator does not work");
+        /* Every rank's part done first: a rank's kernel finishes a send to
+         * another node once the piece is in the proxy's hands, and an abort
+         * drops what the proxy has not sent yet (as NCCL's does). */
+        MPI_Barrier(MPI_COMM_WORLD);
         T_RESULT(ncclCommAbort(b), ncclSuccess, NULL);
     }
     /* the parent outlives its children */
