@@ -42,19 +42,24 @@ static struct ncclComm *fake_comm(int rank, uint64_t id)
     return c;
 }
 
+/* A door for a test: listening, with a valid address. */
+static void open_door(int *fd, mpccl_sockaddr_t *addr)
+{
+    mpccl_shrink_door_open(fd, addr);
+    ck_assert_int_ge(*fd, 0);
+    ck_assert(mpccl_shrink_door_valid(addr));
+}
+
 START_TEST(test_handover)
 {
     int fd;
     mpccl_sockaddr_t addr;
-    mpccl_shrink_door_open(&fd, &addr);
-    ck_assert_int_ge(fd, 0);
-    ck_assert(mpccl_shrink_door_valid(&addr));
+    open_door(&fd, &addr);
     struct ncclComm *root = fake_comm(0, 0x1234), *other = fake_comm(0, 0x9999), *impostor = fake_comm(2, 0x1234);
     /* The root's own door, alive: the waiter knocks on it and goes on waiting. */
     int root_fd;
     mpccl_sockaddr_t root_addr;
-    mpccl_shrink_door_open(&root_fd, &root_addr);
-    ck_assert_int_ge(root_fd, 0);
+    open_door(&root_fd, &root_addr);
     waiter_t w = {.comm = fake_comm(1, 0x1234), .fd = fd, .root_door = &root_addr};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, wait_at_door, &w), 0);
@@ -86,8 +91,7 @@ START_TEST(test_give_up)
 {
     int fd;
     mpccl_sockaddr_t addr;
-    mpccl_shrink_door_open(&fd, &addr);
-    ck_assert_int_ge(fd, 0);
+    open_door(&fd, &addr);
     waiter_t w = {.comm = fake_comm(1, 0x42), .fd = fd};
     pthread_t th;
     /* The root dies while a survivor waits. */
@@ -117,10 +121,8 @@ START_TEST(test_root_door_gone)
 {
     int fd, root_fd;
     mpccl_sockaddr_t addr, root_addr;
-    mpccl_shrink_door_open(&fd, &addr);
-    mpccl_shrink_door_open(&root_fd, &root_addr);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_ge(root_fd, 0);
+    open_door(&fd, &addr);
+    open_door(&root_fd, &root_addr);
     mpccl_shrink_door_close(&root_fd);
     waiter_t w = {.comm = fake_comm(1, 0x77), .fd = fd, .root_door = &root_addr};
     int64_t t0 = mpccl_socket_now_ms();
@@ -156,8 +158,7 @@ START_TEST(test_survivor_dies_before_taking)
 {
     int fd;
     mpccl_sockaddr_t addr;
-    mpccl_shrink_door_open(&fd, &addr);
-    ck_assert_int_ge(fd, 0);
+    open_door(&fd, &addr);
     sender_t s = {.root = fake_comm(0, 0x55), .to = &addr};
     pthread_t th;
     int64_t t0 = mpccl_socket_now_ms();
