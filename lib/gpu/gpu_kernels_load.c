@@ -36,6 +36,7 @@ mpccl_status_t mpccl_gpu_kernels_load(int cuda_dev)
     if (!loaded[cuda_dev]) {
         double t0 = mpccl_now_seconds();
         st = mpccl_engine_load();
+        if (st == MPCCL_OK) st = mpccl_engine_small_load();
         if (st == MPCCL_OK) st = mpccl_flat_load();
         if (st == MPCCL_OK) st = mpccl_flat_p2p_load();
         if (st == MPCCL_OK) st = mpccl_os_preload();

@@ -259,6 +259,11 @@ static void keep_plan(ncclComm_t comm, mpccl_gpu_state_t *s, plan_entry_t *e)
 static mpccl_status_t count_pieces(ncclComm_t comm, const mpccl_gpu_state_t *s, plan_entry_t *e, uint32_t es)
 {
     if (comm->topo.nnodes == 1) return MPCCL_OK;
+    /* Small calls between nodes: the one-CTA kernel where the plan fits it
+     * (chosen once per plan: a plan's counters belong to one kernel). */
+    e->gp.small = mpccl_config_int("ENGINE_SMALL") != 0 &&
+                  mpccl_gpu_plan_small(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->proxy_ll_bytes,
+                                       e->gp.window, s->g->links_host, comm->nranks, NULL);
     return mpccl_gpu_plan_pieces(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->slot_bytes,
                                  s->g->proxy_whole_bytes, s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
 }
@@ -521,7 +526,7 @@ static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl
     mpccl_proxy_work_args_t pa;
     if (comm->topo.nnodes == 1) return mpccl_engine_launch(a, s->g->nctas, stream);
     MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, gp->due, gp->ndue, &pa, &tok));
-    mpccl_status_t st = mpccl_engine_launch(a, s->g->nctas, stream);
+    mpccl_status_t st = gp->small ? mpccl_engine_small_launch(a, stream) : mpccl_engine_launch(a, s->g->nctas, stream);
     mpccl_status_t e = mpccl_proxy_work_end(&s->work, stream, &tok, st);
     return st != MPCCL_OK ? st : e;
 }

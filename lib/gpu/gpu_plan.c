@@ -303,6 +303,43 @@ mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32
     return MPCCL_OK;
 }
 
+/* ---- The small-call kernel's plans ---------------------------------------------- */
+
+static int refuse(const char **why, const char *reason)
+{
+    if (why) *why = reason;
+    return 0;
+}
+
+int mpccl_gpu_plan_small(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t ll_bytes,
+                         uint32_t window, const mpccl_dev_link_t *links, int nranks, const char **why)
+{
+    if (s->nsteps == 0) return refuse(why, "no steps");
+    if (s->nsteps > MPCCL_ENGINE_SMALL_MAX_STEPS) return refuse(why, "too many steps");
+    if (s->ndeps > MPCCL_ENGINE_SMALL_MAX_DEPS) return refuse(why, "too many dependencies");
+    if (window < s->nsteps) return refuse(why, "window smaller than the plan");
+    if (ll_bytes == 0) return refuse(why, "no LL pieces");
+    int messages = 0;
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        const mpccl_step_t *st = &s->steps[i];
+        uint64_t b, e;
+        mpccl_dev_partition(st->count, es, nctas, min_bytes, 0, &b, &e);
+        if (e != st->count) return refuse(why, "a step spans several CTAs");
+        if (st->kind != MPCCL_STEP_SEND && st->kind != MPCCL_STEP_RECV) continue;
+        if (st->count == 0) continue;
+        if (st->peer < 0 || st->peer >= nranks) return refuse(why, "a message to no peer");
+        const mpccl_dev_link_t *L = &links[st->peer];
+        if (L->kind != MPCCL_LINK_PROXY) return refuse(why, "a message inside the node");
+        if (st->kind == MPCCL_STEP_SEND ? L->tx_word == NULL : L->rx_word == NULL)
+            return refuse(why, "a link without the proxy's words");
+        if (st->count * es > ll_bytes) return refuse(why, "a message larger than an LL piece");
+        messages++;
+    }
+    if (!messages) return refuse(why, "no message to another node");
+    if (why) *why = NULL;
+    return 1;
+}
+
 /* ---- Upload (CUDA) ------------------------------------------------------------ */
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)

@@ -35,6 +35,7 @@ extern "C" {
 #include "kernels/elementwise.cuh"
 #include "kernels/engine.h"
 #include "kernels/engine_trace.cuh"
+#include "kernels/proxy_ll.cuh"
 
 namespace {
 
@@ -51,34 +52,7 @@ __device__ __forceinline__ int reached(uint32_t value, uint32_t target) { return
 
 __device__ __forceinline__ uint32_t vload(const volatile uint32_t *p) { return *p; }
 
-/* A flag load that orders every later access of this CTA (after its barrier)
- * behind it at system scope: the acquire half of the message protocol, without
- * a separate fence.  A system-scope fence costs about 1.6 us on an H100, more
- * than the load itself (doc/PERFORMANCE.md, 2026-11-27). */
-__device__ __forceinline__ uint32_t acquire_load(const volatile uint32_t *p)
-{
-    uint32_t v;
-    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ uint64_t acquire_load64(const volatile uint64_t *p)
-{
-    uint64_t v;
-    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
 enum { ACT_EXIT = -1 };
-
-/* Whether the LL line at p carries flag in both halves (devplan.h): one
- * 16-byte load, as the line was stored; each half {data, flag} little-endian. */
-__device__ __forceinline__ bool ll_line_is(const char *p, uint32_t flag)
-{
-    uint64_t h0, h1;
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(h0), "=l"(h1) : "l"(p) : "memory");
-    return (uint32_t)(h0 >> 32) == flag && (uint32_t)(h1 >> 32) == flag;
-}
 
 /* One step in progress.  The window holds the first W unfinished steps in step
  * order (every unfinished step before `next` is in it): a step that cannot move
@@ -230,7 +204,7 @@ struct engine {
         if (!e.whole_wait) {
             uint64_t off = pb + e.prog;
             char *buf = send ? bufp(e.st.src0_buf, e.st.src0_off + off) : bufp(e.st.dst_buf, e.st.dst_off + off);
-            uint32_t seq = acquire_load(done) + 1u; /* the channel's one transfer at a time */
+            uint32_t seq = mpccl_acquire_load(done) + 1u; /* the channel's one transfer at a time */
             d[g].addr = (uint64_t)(uintptr_t)buf;
             d[g].bytes = (uint32_t)(n * es);
             __threadfence_system(); /* release: the data (other CTAs' too, met above) and the address */
@@ -242,7 +216,7 @@ struct engine {
         }
         /* acquire: what the transport wrote into the destination, before any
          * thread reads it (after the barrier) */
-        if (acquire_load(done) != e.wseq) return 0;
+        if (mpccl_acquire_load(done) != e.wseq) return 0;
         e.whole_wait = 0;
         e.prog += n;
         if (e.prog == pe - pb) finish(k);
@@ -274,7 +248,7 @@ struct engine {
             /* The slot is free: known from an earlier read, else read the ack. */
             uint32_t *acked = comm->tx_acked + (size_t)e.st.peer * G + g;
             if (!reached(*acked, p + 1u - K)) {
-                uint32_t ack = acquire_load(&L->tx_ack[g]);
+                uint32_t ack = mpccl_acquire_load(&L->tx_ack[g]);
                 if (!reached(ack, p + 1u - K)) return false;
                 *acked = ack;
             }
@@ -290,8 +264,8 @@ struct engine {
                  * is the poll (read beside the proxy's word, in flight together) */
                 bool landed = false;
                 if (ll && comm->rx_clean && *rx_clean_word(e.st.peer, p) >= want / 16u)
-                    landed = ll_line_is(lines + want - 16u, MPCCL_PROXY_LL_FLAG(p));
-                uint64_t v = acquire_load64(&L->rx_word[slot]);
+                    landed = mpccl_ll_line_is(lines + want - 16u, MPCCL_PROXY_LL_FLAG(p));
+                uint64_t v = mpccl_acquire_load64(&L->rx_word[slot]);
                 if ((uint32_t)v == p + 1u) {
                     len = (uint32_t)(v >> 32);
                 } else if (landed) {
@@ -301,7 +275,7 @@ struct engine {
                     return false;
                 }
             } else {
-                if (acquire_load(&L->rx_ready[slot]) != p + 1u) return false;
+                if (mpccl_acquire_load(&L->rx_ready[slot]) != p + 1u) return false;
                 len = vload(&L->rx_len[slot]);
             }
             if (len != want) {
@@ -470,36 +444,6 @@ struct engine {
     }
 };
 
-/* LL lines (devplan.h): bytes [8i, 8i + 8) of a piece in line i as
- * {lo, flag, hi, flag}, one 16-byte store each; the tail of the last line
- * zero.  The source or destination may sit at any byte offset. */
-__device__ __forceinline__ uint64_t ll_gather(const unsigned char *s, uint32_t bytes, uint32_t off)
-{
-    if (off + 8u <= bytes && ((uintptr_t)(s + off) & 7u) == 0) return *(const uint64_t *)(s + off);
-    uint64_t v = 0;
-    for (uint32_t k = 0; k < 8u && off + k < bytes; k++) v |= (uint64_t)s[off + k] << (8u * k);
-    return v;
-}
-
-__device__ __forceinline__ void ll_scatter(unsigned char *d, uint32_t bytes, uint32_t off, uint64_t v)
-{
-    if (off + 8u <= bytes && ((uintptr_t)(d + off) & 7u) == 0) {
-        *(uint64_t *)(d + off) = v;
-        return;
-    }
-    for (uint32_t k = 0; k < 8u && off + k < bytes; k++) d[off + k] = (unsigned char)(v >> (8u * k));
-}
-
-__device__ void ll_pack(char *lines, const char *src, uint32_t bytes, uint32_t flag)
-{
-    for (uint32_t i = threadIdx.x; i < MPCCL_PROXY_LL_LINES(bytes); i += blockDim.x) {
-        uint64_t v = ll_gather((const unsigned char *)src, bytes, 8u * i);
-        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(lines + 16u * i),
-                     "r"((uint32_t)v), "r"(flag), "r"((uint32_t)(v >> 32)), "r"(flag)
-                     : "memory");
-    }
-}
-
 /* Once the proxy raised the piece (landing NULL) every line is there; a
  * flag other than the piece's marks a piece that is not it.  A piece read as
  * it lands (landing: the proxy's word for it) may still have lines on their
@@ -514,10 +458,7 @@ __device__ void ll_unpack(const mpccl_engine_args_t &a, char *dst, const char *l
         mpccl_abort_wait w{};
         bool whole = landing == nullptr; /* every line of the piece is known to be there */
         for (uint32_t spins = 1;; spins++) {
-            asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(lo), "=r"(f0), "=r"(hi), "=r"(f1)
-                         : "l"(lines + 16u * i)
-                         : "memory");
+            mpccl_ll_load(lines + 16u * i, lo, f0, hi, f1);
             if (f0 == flag && f1 == flag) break;
             if (whole || mpccl_abort_poll(a.ab, w,
                                           mpccl_abort_why{MPCCL_ABORT_OP_ENGINE, MPCCL_STEP_RECV, peer, a.dtype,
@@ -526,9 +467,9 @@ __device__ void ll_unpack(const mpccl_engine_args_t &a, char *dst, const char *l
                 break;
             }
             /* now and then the proxy's word: once it shows the piece, one more read decides */
-            if ((spins & 63u) == 0 && (uint32_t)acquire_load64(landing) == piece + 1u) whole = true;
+            if ((spins & 63u) == 0 && (uint32_t)mpccl_acquire_load64(landing) == piece + 1u) whole = true;
         }
-        ll_scatter((unsigned char *)dst, bytes, 8u * i, (uint64_t)lo | ((uint64_t)hi << 32));
+        mpccl_ll_scatter((unsigned char *)dst, bytes, 8u * i, (uint64_t)lo | ((uint64_t)hi << 32));
     }
 }
 
@@ -539,7 +480,7 @@ template <int DT> __device__ void run_action(const mpccl_engine_args_t &a, cta_s
     const T *s0 = (const T *)sh.src0, *s1 = (const T *)sh.src1;
     if (sh.ll) {
         uint32_t bytes = (uint32_t)(sh.n * sizeof(T)), flag = MPCCL_PROXY_LL_FLAG(sh.piece);
-        if (sh.kind == MPCCL_STEP_SEND) ll_pack(sh.dst, sh.src0, bytes, flag);
+        if (sh.kind == MPCCL_STEP_SEND) mpccl_ll_pack(sh.dst, sh.src0, bytes, flag);
         else ll_unpack(a, sh.dst, sh.src0, bytes, sh.piece, sh.landing, sh.peer, &sh.bad);
         return;
     }

@@ -24,6 +24,13 @@ extern "C" {
  * launch counter gives each launch its epoch); capturing the launch into a CUDA
  * graph and replaying it is fine.  Only enqueues: never synchronises. */
 mpccl_status_t mpccl_engine_launch(const mpccl_engine_args_t *args, uint32_t nctas, cudaStream_t stream);
+/* The small-call form (engine_small.cu): one CTA runs a plan that
+ * mpccl_gpu_plan_small accepts (every message a single LL piece to another
+ * node), with the engine's protocol on CTA 0's channels.  A plan is run by
+ * one of the two kernels only, chosen once. */
+mpccl_status_t mpccl_engine_small_launch(const mpccl_engine_args_t *args, cudaStream_t stream);
+mpccl_status_t mpccl_engine_small_load(void);
+
 /* Loads the engine and prescale kernels of every datatype into the current
  * device's context now (lib/gpu/gpu_kernels_load.c says why). */
 mpccl_status_t mpccl_engine_load(void);

@@ -161,6 +161,9 @@ static mpccl_setting_t settings[] = {
      "pieces of GPU collectives and send/recv to other nodes of at most this many bytes go as LL lines (data and "
      "flag in each 8 bytes: the sender raises them without a system fence, at twice the bytes on the wire; at "
      "most 8K; 0: never); staged only, the minimum over ranks is used", NULL, NULL},
+    {"ENGINE_SMALL", NULL, "1",
+     "GPU collectives and send/recv whose every message is one LL piece to another node run on a one-CTA form "
+     "of the device engine that keeps the whole plan in shared memory (0: the engine itself)", NULL, NULL},
     {"PROXY_WHOLE_BYTES", NULL, "0",
      "experimental, GPU-direct only: what is left of a CTA's part of a message to another node goes in one "
      "transfer straight from the source buffer into the destination buffer (no copy through slots) from this "

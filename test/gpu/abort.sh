@@ -12,7 +12,7 @@ if [ ! -x "$prog" ]; then
     echo "SKIP: $prog is not built (a build without CUDA)"
     exit 77
 fi
-kinds=${ABORT_KINDS:-ll oneshot twoshot engine p2p p2pll p2pengine window windowce reg onesided hier nodes}
+kinds=${ABORT_KINDS:-ll oneshot twoshot engine p2p p2pll p2pengine window windowce reg onesided hier nodes nodesll}
 scenarios=${ABORT_SCENARIOS:-killbefore killmid hang revoke shrink graph group timeout}
 status=0 ran=0
 for k in $kinds; do

@@ -12,7 +12,7 @@
  * below ABORT_TEST_BOUND_MS (default 2000; the goal is 100).
  *
  * Usage: test_abort KIND SCENARIO
- *   KIND: ll oneshot twoshot engine p2p p2pll p2pengine window windowce reg onesided hier nodes
+ *   KIND: ll oneshot twoshot engine p2p p2pll p2pengine window windowce reg onesided hier nodes nodesll
  *   SCENARIO: killbefore killmid hang revoke shrink graph group timeout
  *   (group: two communicators on one stream, both aborted in one group)
  * Exits 0 (pass), 1 (fail), 77 (no GPU, or a combination that does not
@@ -61,6 +61,8 @@ static const kind_t kinds[] = {
     /* every rank a simulated node of its own: every peer behind the proxy,
      * every collective on the engine between nodes */
     {"nodes", {NULL}},
+    /* the same with 1 KB calls: the engine's small-call kernel */
+    {"nodesll", {NULL}},
 };
 
 static const kind_t *kind;
@@ -148,7 +150,9 @@ static ncclResult_t op(ctx_t *c)
 
 static int setup_buffers(ctx_t *c)
 {
-    c->count = strcmp(kind->name, "ll") == 0 || strcmp(kind->name, "p2pll") == 0 ? COUNT_LL : COUNT_BIG;
+    c->count = strcmp(kind->name, "ll") == 0 || strcmp(kind->name, "p2pll") == 0 || strcmp(kind->name, "nodesll") == 0
+                   ? COUNT_LL
+                   : COUNT_BIG;
     size_t bytes = c->count * sizeof(float);
     if (strncmp(kind->name, "window", 6) == 0 || strcmp(kind->name, "onesided") == 0) {
         NCCLCHK(ncclMemAlloc((void **)&c->in, bytes));
@@ -380,7 +384,7 @@ static int rank_main(int id_fd_r, int *id_fd_w, int death_fd)
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) return 77;
     CUDACHK(cudaSetDevice(rank_ % ndev));
     if (strcmp(kind->name, "hier") == 0) setenv("NCCL_HOSTID", rank_ < nranks / 2 ? "hier-node-a" : "hier-node-b", 1);
-    if (strcmp(kind->name, "nodes") == 0) {
+    if (strncmp(kind->name, "nodes", 5) == 0) {
         char node[32];
         snprintf(node, sizeof(node), "abort-node-%d", rank_);
         setenv("NCCL_HOSTID", node, 1);

@@ -596,6 +596,98 @@ START_TEST(pieces_as_the_engine_cuts)
 }
 END_TEST
 
+/* mpccl_gpu_plan_small: which plans the small-call kernel runs.  It runs a
+ * plan on CTA 0 alone and sends each message as one LL piece, so a plan it
+ * takes must have all its pieces on CTA 0's channels, one per message (the
+ * count the proxy is told, mpccl_gpu_plan_pieces). */
+static void check_small_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t G, uint32_t min, uint32_t slot,
+                               const mpccl_dev_link_t *links, int nranks, const char *what)
+{
+    mpccl_proxy_due_t *due = NULL;
+    uint32_t n = 0, msgs = 0, pieces = 0;
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(s, es, G, min, slot, 0, links, nranks, &due, &n), MPCCL_OK);
+    for (uint32_t i = 0; i < s->nsteps; i++)
+        msgs += (s->steps[i].kind == MPCCL_STEP_SEND || s->steps[i].kind == MPCCL_STEP_RECV) && s->steps[i].count;
+    for (uint32_t k = 0; k < n; k++) {
+        ck_assert_msg(due[k].chan == 0, "%s: pieces on CTA %u", what, due[k].chan);
+        ck_assert_msg(due[k].whole_tx == 0 && due[k].whole_rx == 0, "%s: whole messages", what);
+        pieces += due[k].tx + due[k].rx;
+    }
+    ck_assert_msg(pieces == msgs, "%s: %u pieces for %u messages", what, pieces, msgs);
+    free(due);
+}
+
+START_TEST(small_kernel_plans)
+{
+    mpccl_dev_link_t links[8];
+    static uint64_t word; /* stands for the proxy's words (never read here) */
+    memset(links, 0, sizeof(links));
+    for (int r = 0; r < 8; r++) {
+        links[r].kind = r ? MPCCL_LINK_PROXY : MPCCL_LINK_NONE;
+        links[r].tx_word = links[r].rx_word = &word;
+    }
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    const char *why = NULL;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    mpccl_b_send(&b, 1, R(MPCCL_BUF_IN, 0), 2, NULL, 0);
+    mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, 0), 1024, NULL, 0); /* 4 KB */
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    ck_assert(mpccl_gpu_plan_small(&s, 4, 4, 32768, 4096, 64, links, 2, &why));
+    ck_assert_ptr_null(why);
+    check_small_pieces(&s, 4, 4, 32768, 65536, links, 2, "hand");
+    ck_assert(!mpccl_gpu_plan_small(&s, 4, 4, 32768, 4095, 64, links, 2, &why)); /* 4 KB is not one LL piece */
+    ck_assert_str_eq(why, "a message larger than an LL piece");
+    ck_assert(!mpccl_gpu_plan_small(&s, 4, 4, 32768, 0, 64, links, 2, &why)); /* GPU-direct: no LL pieces */
+    ck_assert_str_eq(why, "no LL pieces");
+    ck_assert(!mpccl_gpu_plan_small(&s, 4, 4, 1024, 4096, 64, links, 2, &why)); /* 4 KB over 4 CTAs */
+    ck_assert_str_eq(why, "a step spans several CTAs");
+    ck_assert(mpccl_gpu_plan_small(&s, 4, 1, 0, 4096, 64, links, 2, &why)); /* one CTA holds any step */
+    ck_assert(!mpccl_gpu_plan_small(&s, 4, 4, 32768, 4096, 1, links, 2, &why));
+    ck_assert_str_eq(why, "window smaller than the plan");
+    links[1].kind = MPCCL_LINK_NVLINK;
+    ck_assert(!mpccl_gpu_plan_small(&s, 4, 4, 32768, 4096, 64, links, 2, &why));
+    ck_assert_str_eq(why, "a message inside the node");
+    links[1].kind = MPCCL_LINK_PROXY;
+    links[1].rx_word = NULL;
+    ck_assert(!mpccl_gpu_plan_small(&s, 4, 4, 32768, 4096, 64, links, 2, &why));
+    ck_assert_str_eq(why, "a link without the proxy's words");
+    links[1].rx_word = &word;
+    mpccl_sched_free(&s);
+    /* no message at all: the engine runs it (nothing between nodes to speed up) */
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
+    mpccl_b_copy(&b, R(MPCCL_BUF_OUT, 0), R(MPCCL_BUF_IN, 0), 16, NULL, 0);
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    ck_assert(!mpccl_gpu_plan_small(&s, 4, 4, 32768, 4096, 64, links, 2, &why));
+    mpccl_sched_free(&s);
+    /* Real plans between nodes at small counts: every plan it takes has its
+     * pieces on CTA 0, one per message; plans of a few ranks are taken. */
+    test_topo_t tt;
+    for (size_t ci = 0; ci < sizeof(combos) / sizeof(combos[0]); ci++)
+        for (int n = 2; n <= 8; n += 2) {
+            static const uint64_t counts[] = {1, 3, 16, 257, 1024};
+            for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+                int r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
+                make_topo(&tt, n, r);
+                mpccl_plan_params_t p = {256 << 10, {MPCCL_ALGO_AUTO}, 0};
+                p.forced[combos[ci].coll] = combos[ci].algo;
+                mpccl_coll_desc_t d = {combos[ci].coll, counts[k], ncclFloat32, MPCCL_OP_SUM, 0, 0, root, 0};
+                ck_assert_int_eq(mpccl_plan(&tt.t, &d, &p, &s), MPCCL_OK);
+                for (int q = 0; q < n; q++) links[q].kind = q == r ? MPCCL_LINK_NONE : MPCCL_LINK_PROXY;
+                char what[128];
+                snprintf(what, sizeof(what), "%s/%s n=%d count %llu", mpccl_coll_name(d.coll),
+                         mpccl_algo_name((mpccl_algo_t)s.algo), n, (unsigned long long)d.count);
+                int small = mpccl_gpu_plan_small(&s, 4, 16, 32768, 4096, 64, links, n, &why);
+                if (small) check_small_pieces(&s, 4, 16, 32768, 65536, links, n, what);
+                if (n == 2 && d.count <= 16 && s.nsteps > 0)
+                    ck_assert_msg(small || s.nsteps > MPCCL_ENGINE_SMALL_MAX_STEPS || !strcmp(why, "no message to another node"),
+                                  "%s: not taken (%s)", what, why);
+                mpccl_sched_free(&s);
+            }
+        }
+}
+END_TEST
+
 int main(void)
 {
     const char *e = getenv("MPCCL_TEST_SEED");
@@ -616,6 +708,7 @@ int main(void)
     tcase_add_test(tc, bad_schedule_rejected);
     tcase_add_test(tc, partition_tiles_with_minimum);
     tcase_add_test(tc, pieces_as_the_engine_cuts);
+    tcase_add_test(tc, small_kernel_plans);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
