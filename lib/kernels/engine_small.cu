@@ -32,6 +32,7 @@ extern "C" {
 #include "kernels/abort.cuh"
 #include "kernels/elementwise.cuh"
 #include "kernels/engine.h"
+#include "kernels/engine_trace.cuh"
 #include "kernels/proxy_ll.cuh"
 
 namespace {
@@ -69,7 +70,12 @@ struct small_state {
     uint64_t word;     /* a probe's read of the proxy's word */
     uint32_t taken;    /* a probe found its piece */
     uint32_t bad;      /* a line is not the piece's although the proxy says it landed */
+    engine_trace tr;   /* empty unless built with MPCCL_ENGINE_TRACE (codes as the engine's; 7: a probe missed) */
 };
+
+#ifdef MPCCL_ENGINE_TRACE
+static __device__ uint32_t small_trace_launches; /* this process's launches, for the trace's sampling */
+#endif
 
 __device__ __forceinline__ int reached(uint32_t value, uint32_t target) { return (int32_t)(value - target) >= 0; }
 
@@ -362,6 +368,7 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) small_
     const uint32_t nsteps = plan->nsteps, G = comm->nctas, K = comm->nslots, slot_bytes = comm->slot_bytes;
     small_engine eng{a, comm, sh, G, K};
     if (threadIdx.x == 0) {
+        sh.tr.begin();
         sh.nsteps = nsteps;
         sh.rr = 0;
         sh.bad = 0;
@@ -371,9 +378,13 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) small_
     __syncthreads();
     if (threadIdx.x < nsteps) place_message(comm, sh, threadIdx.x, G, K, slot_bytes);
     __syncthreads();
+    if (threadIdx.x == 0) sh.tr.mark(TRACE_SEQ, nsteps);
     mpccl_abort_wait w{};
     for (;;) {
-        if (threadIdx.x == 0) eng.select(w);
+        if (threadIdx.x == 0) {
+            eng.select(w);
+            if (sh.act != ACT_EXIT) sh.tr.mark(TRACE_ACTION, (sh.s[sh.act].kind << 8) | (uint32_t)sh.act);
+        }
         __syncthreads();
         const int32_t act = sh.act;
         if (act == ACT_EXIT) break;
@@ -383,6 +394,7 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) small_
         else run_compute<DT>(a, e);
         __syncthreads();
         if (threadIdx.x != 0) continue;
+        sh.tr.mark(sh.probing && !sh.taken ? TRACE_DEPS : TRACE_MOVED, (uint32_t)act);
         if (!sh.probing) {
             if (e.kind == MPCCL_STEP_SEND) eng.post_send((uint32_t)act);
             else sh.s[act].done = 1;
@@ -394,6 +406,9 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) small_
             eng.give_up(); /* the piece is not there and the communicator stopped, or the wait timed out */
         }
     }
+#ifdef MPCCL_ENGINE_TRACE
+    if (threadIdx.x == 0) sh.tr.end(comm->rank, small_trace_launches++);
+#endif
 }
 
 } // namespace
