@@ -18,6 +18,7 @@
 #include "gpu/gpu_launch.h"
 #include "algo/algo.h"
 #include "gpu/gpu_plan.h"
+#include "gpu/gpu_plan_small.h"
 #include "gpu/gpu_proxy_mem.h"
 #include "gpu/gpu_proxy_work.h"
 #include "kernels/engine.h"
@@ -261,9 +262,19 @@ static mpccl_status_t count_pieces(ncclComm_t comm, const mpccl_gpu_state_t *s, 
     if (comm->topo.nnodes == 1) return MPCCL_OK;
     /* Small calls between nodes: the one-CTA kernel where the plan fits it
      * (chosen once per plan: a plan's counters belong to one kernel). */
-    e->gp.small = mpccl_config_int("ENGINE_SMALL") != 0 &&
-                  mpccl_gpu_plan_small(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->proxy_ll_bytes,
-                                       e->gp.window, s->g->links_host, comm->nranks, NULL);
+    if (mpccl_config_int("ENGINE_SMALL") != 0 &&
+        mpccl_gpu_plan_small(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->proxy_ll_bytes, e->gp.window,
+                             s->g->links_host, comm->nranks, NULL)) {
+        mpccl_dev_comm_t hdr;
+        memset(&hdr, 0, sizeof(hdr));
+        hdr.nctas = s->g->nctas;
+        hdr.nslots = s->g->nslots;
+        hdr.tx_seq = s->g->tx_seq;
+        hdr.rx_seq = s->g->rx_seq;
+        hdr.tx_acked = s->g->tx_acked;
+        hdr.rx_clean = s->g->rx_clean;
+        MPCCL_CHECK(mpccl_gpu_small_upload(&e->sched, s->g->links_host, &hdr, &e->gp));
+    }
     return mpccl_gpu_plan_pieces(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->slot_bytes,
                                  s->g->proxy_whole_bytes, s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
 }
@@ -526,7 +537,16 @@ static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl
     mpccl_proxy_work_args_t pa;
     if (comm->topo.nnodes == 1) return mpccl_engine_launch(a, s->g->nctas, stream);
     MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, gp->due, gp->ndue, &pa, &tok));
-    mpccl_status_t st = gp->small ? mpccl_engine_small_launch(a, stream) : mpccl_engine_launch(a, s->g->nctas, stream);
+    mpccl_status_t st;
+    if (gp->small) {
+        a->small = gp->small;
+        a->small_nsteps = gp->small_nsteps;
+        a->nslots = s->g->nslots;
+        a->slot_bytes = s->g->slot_bytes;
+        st = mpccl_engine_small_launch(a, stream);
+    } else {
+        st = mpccl_engine_launch(a, s->g->nctas, stream);
+    }
     mpccl_status_t e = mpccl_proxy_work_end(&s->work, stream, &tok, st);
     return st != MPCCL_OK ? st : e;
 }

@@ -303,43 +303,6 @@ mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32
     return MPCCL_OK;
 }
 
-/* ---- The small-call kernel's plans ---------------------------------------------- */
-
-static int refuse(const char **why, const char *reason)
-{
-    if (why) *why = reason;
-    return 0;
-}
-
-int mpccl_gpu_plan_small(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t ll_bytes,
-                         uint32_t window, const mpccl_dev_link_t *links, int nranks, const char **why)
-{
-    if (s->nsteps == 0) return refuse(why, "no steps");
-    if (s->nsteps > MPCCL_ENGINE_SMALL_MAX_STEPS) return refuse(why, "too many steps");
-    if (s->ndeps > MPCCL_ENGINE_SMALL_MAX_DEPS) return refuse(why, "too many dependencies");
-    if (window < s->nsteps) return refuse(why, "window smaller than the plan");
-    if (ll_bytes == 0) return refuse(why, "no LL pieces");
-    int messages = 0;
-    for (uint32_t i = 0; i < s->nsteps; i++) {
-        const mpccl_step_t *st = &s->steps[i];
-        uint64_t b, e;
-        mpccl_dev_partition(st->count, es, nctas, min_bytes, 0, &b, &e);
-        if (e != st->count) return refuse(why, "a step spans several CTAs");
-        if (st->kind != MPCCL_STEP_SEND && st->kind != MPCCL_STEP_RECV) continue;
-        if (st->count == 0) continue;
-        if (st->peer < 0 || st->peer >= nranks) return refuse(why, "a message to no peer");
-        const mpccl_dev_link_t *L = &links[st->peer];
-        if (L->kind != MPCCL_LINK_PROXY) return refuse(why, "a message inside the node");
-        if (st->kind == MPCCL_STEP_SEND ? L->tx_word == NULL : L->rx_word == NULL)
-            return refuse(why, "a link without the proxy's words");
-        if (st->count * es > ll_bytes) return refuse(why, "a message larger than an LL piece");
-        messages++;
-    }
-    if (!messages) return refuse(why, "no message to another node");
-    if (why) *why = NULL;
-    return 1;
-}
-
 /* ---- Upload (CUDA) ------------------------------------------------------------ */
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
@@ -349,19 +312,47 @@ static mpccl_status_t cuda_fail(cudaError_t e, const char *what, size_t bytes)
     return mpccl_fail(MPCCL_ERR_CUDA, "gpu plan upload: %s (%zu bytes) failed: %s", what, bytes, cudaGetErrorString(e));
 }
 
+/* Copies bytes of img to device memory mem, synchronously, on a private
+ * stream.  The caller switched the thread to relaxed capture mode (it may be
+ * capturing a graph on the user's stream, where cudaMalloc and a
+ * synchronous copy are not permitted otherwise). */
+static mpccl_status_t copy_up(void *mem, const void *img, size_t bytes, const char *what)
+{
+    cudaStream_t stream = NULL;
+    cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreateWithFlags", 0);
+    mpccl_status_t st = MPCCL_OK;
+    if ((e = cudaMemcpyAsync(mem, img, bytes, cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(stream)) != cudaSuccess)
+        st = cuda_fail(e, what, bytes);
+    cudaStreamDestroy(stream);
+    return st;
+}
+
+mpccl_status_t mpccl_gpu_upload_bytes(const void *img, size_t bytes, void **dev)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaThreadExchangeStreamCaptureMode", 0);
+    void *mem = NULL;
+    mpccl_status_t st = MPCCL_OK;
+    if ((e = cudaMalloc(&mem, bytes)) != cudaSuccess) st = cuda_fail(e, "cudaMalloc", bytes);
+    else if ((st = copy_up(mem, img, bytes, "copying a plan to the device")) != MPCCL_OK) cudaFree(mem);
+    else *dev = mem;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    return st;
+}
+
 mpccl_status_t mpccl_gpu_plan_upload_io(const mpccl_sched_t *s, uint32_t nctas, uint32_t window, mpccl_inout_t io,
                                         int64_t in_off, mpccl_gpu_plan_t *out)
 {
     memset(out, 0, sizeof(*out));
     if (nctas < 1) return mpccl_fail(MPCCL_ERR_ARG, "gpu plan: %u CTAs, expected at least 1", nctas);
     size_t bytes = plan_layout(s).bytes;
-    /* The calling thread may be capturing a graph on the user's stream: allocate
-     * and copy on a private stream in relaxed capture mode. */
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
     if (e != cudaSuccess) return cuda_fail(e, "cudaThreadExchangeStreamCaptureMode", 0);
     void *mem = NULL, *img = NULL;
-    cudaStream_t stream = NULL;
     mpccl_status_t st = MPCCL_OK;
     uint32_t nlocal = 0;
     if ((e = cudaMalloc(&mem, bytes)) != cudaSuccess) {
@@ -370,16 +361,7 @@ mpccl_status_t mpccl_gpu_plan_upload_io(const mpccl_sched_t *s, uint32_t nctas, 
         goto out;
     }
     MPCCL_CHECK_GOTO(mpccl_gpu_plan_image(s, io, in_off, window, (uintptr_t)mem, &img, &bytes, &nlocal), st, out);
-    if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess) {
-        st = cuda_fail(e, "cudaStreamCreateWithFlags", 0);
-        stream = NULL;
-        goto out;
-    }
-    if ((e = cudaMemcpyAsync(mem, img, bytes, cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
-        (e = cudaStreamSynchronize(stream)) != cudaSuccess) {
-        st = cuda_fail(e, "copying the plan to the device", bytes);
-        goto out;
-    }
+    MPCCL_CHECK_GOTO(copy_up(mem, img, bytes, "copying the plan to the device"), st, out);
     out->dev = (mpccl_dev_plan_t *)mem;
     out->dev_mem = mem;
     out->bytes = bytes;
@@ -391,7 +373,6 @@ mpccl_status_t mpccl_gpu_plan_upload_io(const mpccl_sched_t *s, uint32_t nctas, 
     MPCCL_TRACE(MPCCL_SUB_COLL, "gpu plan: %u steps, %u deps (%u local), %zu bytes, %u CTAs, window %u", s->nsteps,
                 s->ndeps, nlocal, bytes, nctas, window);
 out:
-    if (stream) cudaStreamDestroy(stream);
     free(img);
     if (st != MPCCL_OK && mem) cudaFree(mem);
     cudaThreadExchangeStreamCaptureMode(&mode);
@@ -407,6 +388,7 @@ void mpccl_gpu_plan_free(mpccl_gpu_plan_t *p)
 {
     if (!p) return;
     if (p->dev_mem) cudaFree(p->dev_mem);
+    if (p->small) cudaFree(p->small);
     free(p->due);
     memset(p, 0, sizeof(*p));
 }

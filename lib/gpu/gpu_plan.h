@@ -22,11 +22,6 @@
  * its per-step progress lives in shared memory. */
 #define MPCCL_ENGINE_MAX_WINDOW 64
 
-/* Most steps and dependencies of a plan the small-call kernel runs (its
- * shared memory holds them all). */
-#define MPCCL_ENGINE_SMALL_MAX_STEPS 32
-#define MPCCL_ENGINE_SMALL_MAX_DEPS 64
-
 /* How IN and OUT relate in memory, for the locality rule: it must know which
  * references can touch the same elements. */
 typedef enum {
@@ -61,7 +56,9 @@ typedef struct mpccl_gpu_plan {
                              * (mpccl_gpu_plan_pieces), set by the launcher; freed
                              * with the plan */
     uint32_t ndue;
-    int small;             /* run by the small-call kernel (mpccl_gpu_plan_small), set by the launcher */
+    mpccl_dev_small_step_t *small; /* device: the plan flattened for the small-call kernel, which
+                                    * then runs it (lib/gpu/gpu_plan_small.h; set by the launcher) */
+    uint32_t small_nsteps;
 } mpccl_gpu_plan_t;
 
 /* Byte layout of the allocation: the host image (pointers filled for device
@@ -83,16 +80,6 @@ mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32
                                      uint32_t slot_bytes, uint32_t whole_bytes, const mpccl_dev_link_t *links,
                                      int nranks, mpccl_proxy_due_t **out, uint32_t *n);
 
-/* Whether the small-call kernel (lib/kernels/engine_small.cu) can run s:
- * at most MPCCL_ENGINE_SMALL_MAX_STEPS steps and _DEPS dependencies, all
- * kept in progress at once (window), every step's part on CTA 0 alone (the
- * rest of the arguments as for mpccl_gpu_plan_pieces), and every message
- * with data a single LL piece (at most ll_bytes) to or from a peer whose
- * link is MPCCL_LINK_PROXY with the proxy's words (staged).  Where it says
- * no, *why names the first reason (static text; for logs and tests). */
-int mpccl_gpu_plan_small(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t ll_bytes,
-                         uint32_t window, const mpccl_dev_link_t *links, int nranks, const char **why);
-
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
 /* Converts and uploads s for launches of nctas CTAs keeping window steps in
  * progress (1..MPCCL_ENGINE_MAX_WINDOW).  IN and OUT are assumed to possibly
@@ -103,6 +90,9 @@ int mpccl_gpu_plan_small(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, ui
 mpccl_status_t mpccl_gpu_plan_upload(const mpccl_sched_t *s, uint32_t nctas, uint32_t window, mpccl_gpu_plan_t *out);
 mpccl_status_t mpccl_gpu_plan_upload_io(const mpccl_sched_t *s, uint32_t nctas, uint32_t window, mpccl_inout_t io,
                                         int64_t in_off, mpccl_gpu_plan_t *out);
+/* Allocates device memory for bytes and copies img there (synchronously, as
+ * the upload above: safe while the thread captures a graph).  cudaFree it. */
+mpccl_status_t mpccl_gpu_upload_bytes(const void *img, size_t bytes, void **dev);
 /* Frees the device memory (no launch of the plan may still be pending). */
 void mpccl_gpu_plan_free(mpccl_gpu_plan_t *p);
 #endif

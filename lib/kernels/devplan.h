@@ -152,6 +152,28 @@ typedef struct mpccl_dev_comm {
                           * its flags telling which lines are there (NULL: never) */
 } mpccl_dev_comm_t;
 
+/* A step of a plan the small-call kernel runs (lib/kernels/engine_small.cu),
+ * flattened on the host when the plan is made (lib/gpu/gpu_plan_small.h):
+ * with what the engine looks up at run time already resolved -- its
+ * dependencies and the earlier messages of its channel as bit masks over the
+ * plan's at most 32 steps, its channel's pointers on CTA 0 -- so that a
+ * thread loads its step and then only the channel's counters. */
+typedef struct mpccl_dev_small_step {
+    uint8_t kind;                        /* MPCCL_STEP_* */
+    uint8_t dst_buf, src0_buf, src1_buf; /* MPCCL_BUF_* */
+    int32_t peer;                        /* SEND/RECV */
+    uint32_t deps;                       /* bit j: waits for step j */
+    uint32_t before;                     /* bit j: step j is an earlier message with data of the same
+                                          * direction and peer (message order; the piece number) */
+    uint64_t count;                      /* elements */
+    uint64_t dst_off, src0_off, src1_off; /* elements */
+    char *slots;                         /* SEND: the link's tx_slots, RECV: rx_slots (CTA 0's first) */
+    volatile uint64_t *word;             /* tx_word / rx_word of CTA 0's first slot */
+    volatile uint32_t *ack;              /* tx_ack / rx_ack of CTA 0 */
+    uint32_t *seq;                       /* the channel's tx_seq / rx_seq (mpccl_dev_comm_t) */
+    uint32_t *known;                     /* the channel's tx_acked / first rx_clean (NULL: none) */
+} mpccl_dev_small_step_t;
+
 /* Buffers a launch can name: IN, OUT, TMP, then one per call of a grouped p2p
  * launch (ids 3.. in call order). */
 #define MPCCL_ENGINE_MAX_BUFS 64
@@ -166,6 +188,10 @@ typedef struct mpccl_engine_args {
     uint64_t divisor;             /* STEP_DIVIDE */
     unsigned char scalar[8];      /* STEP_SCALE: one element of dtype */
     mpccl_abort_arg_t ab;         /* the communicator's abort word (kernels/abort.cuh) */
+    /* the small-call kernel's plan (device pointer, NULL for the engine) and
+     * what it needs of the communicator without a load */
+    const mpccl_dev_small_step_t *small;
+    uint32_t small_nsteps, nslots, slot_bytes, pad;
 } mpccl_engine_args_t;
 
 /* Partition of a step's count among the CTAs: CTA g owns elements

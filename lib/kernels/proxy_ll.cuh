@@ -64,10 +64,12 @@ __device__ __forceinline__ void mpccl_ll_scatter(unsigned char *d, uint32_t byte
     for (uint32_t k = 0; k < 8u && off + k < bytes; k++) d[off + k] = (unsigned char)(v >> (8u * k));
 }
 
-// All threads of the CTA: writes the piece src[0..bytes) as LL lines with flag.
-__device__ __forceinline__ void mpccl_ll_pack(char *lines, const char *src, uint32_t bytes, uint32_t flag)
+// Writes the piece src[0..bytes) as LL lines with flag: the threads of the
+// CTA (by default), or those numbered first, first + stride, ... of a group.
+__device__ __forceinline__ void mpccl_ll_pack(char *lines, const char *src, uint32_t bytes, uint32_t flag,
+                                              uint32_t first = threadIdx.x, uint32_t stride = blockDim.x)
 {
-    for (uint32_t i = threadIdx.x; i < MPCCL_PROXY_LL_LINES(bytes); i += blockDim.x) {
+    for (uint32_t i = first; i < MPCCL_PROXY_LL_LINES(bytes); i += stride) {
         uint64_t v = mpccl_ll_gather((const unsigned char *)src, bytes, 8u * i);
         asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(lines + 16u * i),
                      "r"((uint32_t)v), "r"(flag), "r"((uint32_t)(v >> 32)), "r"(flag)

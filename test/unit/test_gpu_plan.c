@@ -11,6 +11,7 @@
 
 #include "algo/algo.h"
 #include "gpu/gpu_plan.h"
+#include "gpu/gpu_plan_small.h"
 
 static uint64_t seed, rng;
 
@@ -688,6 +689,63 @@ START_TEST(small_kernel_plans)
 }
 END_TEST
 
+/* mpccl_gpu_small_image: what the small-call kernel reads instead of looking
+ * it up -- dependency masks, the earlier messages of each channel, and the
+ * channel's pointers on CTA 0. */
+START_TEST(small_image_fields)
+{
+    static char tx_slots[64], rx_slots[64];
+    static uint64_t tx_word[8], rx_word[8];
+    static uint32_t tx_ack[4], rx_ack[4], seq[2][3 * 4], acked[3 * 4], clean[3 * 4 * 8];
+    mpccl_dev_link_t links[3];
+    memset(links, 0, sizeof(links));
+    links[2].kind = MPCCL_LINK_PROXY;
+    links[2].tx_slots = tx_slots;
+    links[2].rx_slots = rx_slots;
+    links[2].tx_word = tx_word;
+    links[2].rx_word = rx_word;
+    links[2].tx_ack = tx_ack;
+    links[2].rx_ack = rx_ack;
+    mpccl_dev_comm_t hdr;
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.nctas = 4;
+    hdr.nslots = 8;
+    hdr.tx_seq = seq[0];
+    hdr.rx_seq = seq[1];
+    hdr.tx_acked = acked;
+    hdr.rx_clean = clean;
+    mpccl_sched_t s;
+    mpccl_build_t b;
+    ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 3), MPCCL_OK);
+    uint32_t s0 = mpccl_b_send(&b, 2, R(MPCCL_BUF_IN, 0), 2, NULL, 0);
+    uint32_t r1 = mpccl_b_recv(&b, 2, R(MPCCL_BUF_TMP, 8), 16, NULL, 0);
+    uint32_t s3 = mpccl_b_send(&b, 2, R(MPCCL_BUF_IN, 2), 3, &s0, 1);
+    uint32_t deps[2] = {r1, s3};
+    mpccl_b_reduce(&b, R(MPCCL_BUF_OUT, 1), R(MPCCL_BUF_IN, 0), R(MPCCL_BUF_TMP, 8), 16, deps, 2);
+    ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
+    ck_assert_uint_eq(s.nsteps, 4); /* (the builder drops steps without data) */
+    mpccl_dev_small_step_t d[4];
+    mpccl_gpu_small_image(&s, links, &hdr, d);
+    ck_assert_uint_eq(d[0].kind, MPCCL_STEP_SEND);
+    ck_assert(d[0].slots == tx_slots && d[0].word == tx_word && d[0].ack == tx_ack);
+    ck_assert(d[0].seq == seq[0] + 2 * 4 && d[0].known == acked + 2 * 4); /* peer 2's channel of CTA 0 */
+    ck_assert(d[1].slots == rx_slots && d[1].word == rx_word && d[1].ack == rx_ack);
+    ck_assert(d[1].seq == seq[1] + 2 * 4 && d[1].known == clean + 2 * 4 * 8);
+    ck_assert_uint_eq(d[1].dst_buf, MPCCL_BUF_TMP);
+    ck_assert_uint_eq(d[1].dst_off, 8);
+    ck_assert_uint_eq(d[0].before, 0);
+    ck_assert_uint_eq(d[1].before, 0);    /* the other direction */
+    ck_assert_uint_eq(d[2].before, 1u); /* step 0 */
+    ck_assert_uint_eq(d[2].deps, 1u);
+    ck_assert_uint_eq(d[3].deps, (1u << 1) | (1u << 2));
+    ck_assert_uint_eq(d[3].kind, MPCCL_STEP_REDUCE);
+    ck_assert(d[3].slots == NULL && d[3].seq == NULL);
+    ck_assert_uint_eq(d[3].src1_buf, MPCCL_BUF_TMP);
+    ck_assert_uint_eq(d[3].count, 16);
+    mpccl_sched_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     const char *e = getenv("MPCCL_TEST_SEED");
@@ -709,6 +767,7 @@ int main(void)
     tcase_add_test(tc, partition_tiles_with_minimum);
     tcase_add_test(tc, pieces_as_the_engine_cuts);
     tcase_add_test(tc, small_kernel_plans);
+    tcase_add_test(tc, small_image_fields);
     suite_add_tcase(suite, tc);
     SRunner *sr = srunner_create(suite);
     srunner_run_all(sr, CK_NORMAL);
