@@ -524,6 +524,19 @@ static void check_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, ui
     free(due);
 }
 
+/* A real plan of combos[ci] (float sum, count elements) for a random rank
+ * of n ranks (returned) and a random root; *d: the call planned. */
+static int plan_combo(test_topo_t *tt, size_t ci, int n, uint64_t count, mpccl_coll_desc_t *d, mpccl_sched_t *s)
+{
+    int r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
+    make_topo(tt, n, r);
+    mpccl_plan_params_t p = {256 << 10, {MPCCL_ALGO_AUTO}, 0};
+    p.forced[combos[ci].coll] = combos[ci].algo;
+    *d = (mpccl_coll_desc_t){combos[ci].coll, count, ncclFloat32, MPCCL_OP_SUM, 0, 0, root, 0};
+    ck_assert_int_eq(mpccl_plan(&tt->t, d, &p, s), MPCCL_OK);
+    return r;
+}
+
 START_TEST(pieces_as_the_engine_cuts)
 {
     mpccl_dev_link_t links[8];
@@ -574,12 +587,8 @@ START_TEST(pieces_as_the_engine_cuts)
         for (int n = 2; n <= 8; n += 3) {
             uint64_t counts[] = {1, 7, 8193, 300000 + rnd() % 5000};
             for (size_t k = 0; k < 4; k++) {
-                int r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
-                make_topo(&tt, n, r);
-                mpccl_plan_params_t p = {256 << 10, {MPCCL_ALGO_AUTO}, 0};
-                p.forced[combos[ci].coll] = combos[ci].algo;
-                mpccl_coll_desc_t d = {combos[ci].coll, counts[k], ncclFloat32, MPCCL_OP_SUM, 0, 0, root, 0};
-                ck_assert_int_eq(mpccl_plan(&tt.t, &d, &p, &s), MPCCL_OK);
+                mpccl_coll_desc_t d;
+                int r = plan_combo(&tt, ci, n, counts[k], &d, &s);
                 for (int q = 0; q < n; q++) /* some peers on this rank's node */
                     links[q].kind = q == r ? MPCCL_LINK_NONE : rnd() % 3 ? MPCCL_LINK_PROXY : MPCCL_LINK_NVLINK;
                 char what[128];
@@ -668,12 +677,8 @@ START_TEST(small_kernel_plans)
         for (int n = 2; n <= 8; n += 2) {
             static const uint64_t counts[] = {1, 3, 16, 257, 1024};
             for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
-                int r = (int)(rnd() % (uint64_t)n), root = (int)(rnd() % (uint64_t)n);
-                make_topo(&tt, n, r);
-                mpccl_plan_params_t p = {256 << 10, {MPCCL_ALGO_AUTO}, 0};
-                p.forced[combos[ci].coll] = combos[ci].algo;
-                mpccl_coll_desc_t d = {combos[ci].coll, counts[k], ncclFloat32, MPCCL_OP_SUM, 0, 0, root, 0};
-                ck_assert_int_eq(mpccl_plan(&tt.t, &d, &p, &s), MPCCL_OK);
+                mpccl_coll_desc_t d;
+                int r = plan_combo(&tt, ci, n, counts[k], &d, &s);
                 for (int q = 0; q < n; q++) links[q].kind = q == r ? MPCCL_LINK_NONE : MPCCL_LINK_PROXY;
                 char what[128];
                 snprintf(what, sizeof(what), "%s/%s n=%d count %llu", mpccl_coll_name(d.coll),
