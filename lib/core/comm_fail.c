@@ -146,11 +146,16 @@ const mpccl_sockaddr_t *mpccl_comm_door_addr(ncclComm_t comm, int peer)
     return mpccl_shrink_door_valid(a) ? a : NULL;
 }
 
+const mpccl_sockaddr_t *mpccl_comm_door_to(ncclComm_t comm, int peer)
+{
+    return mpccl_comm_door_fd(comm) >= 0 ? mpccl_comm_door_addr(comm, peer) : NULL;
+}
+
 int mpccl_comm_doors_complete(ncclComm_t comm)
 {
     if (mpccl_comm_door_fd(comm) < 0) return 0;
     for (int r = 0; r < comm->nranks; r++)
-        if (r != comm->rank && !mpccl_comm_door_addr(comm, r)) return 0;
+        if (r != comm->rank && !mpccl_comm_door_to(comm, r)) return 0;
     return 1;
 }
 

@@ -30,6 +30,9 @@ mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm);
  * (-1: none), and peer's address (NULL: it has none). */
 int mpccl_comm_door_fd(ncclComm_t comm);
 const mpccl_sockaddr_t *mpccl_comm_door_addr(ncclComm_t comm, int peer);
+/* peer's door where this rank has one too, so that the two can talk
+ * without the parent's transport (NULL: they cannot). */
+const mpccl_sockaddr_t *mpccl_comm_door_to(ncclComm_t comm, int peer);
 /* Whether this rank and every peer have a door, so that a shrink of comm
  * shares its id without the parent's transport (comm_shrink.c). */
 int mpccl_comm_doors_complete(ncclComm_t comm);

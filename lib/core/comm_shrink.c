@@ -63,15 +63,14 @@ static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
         int lost = -1;
         for (int i = 1; i < job->nranks; i++) {
             int peer = job->survivors[i];
-            const mpccl_sockaddr_t *door = mpccl_comm_door_addr(parent, peer);
+            const mpccl_sockaddr_t *door = mpccl_comm_door_to(parent, peer);
             if (st != MPCCL_OK) {
                 /* The survivors not served yet wait at their doors: tell
                  * them, or they wait for an id that never comes. */
-                if (door && mpccl_comm_door_fd(parent) >= 0 && lost >= 0)
-                    mpccl_shrink_door_send_failure(parent, peer, door, lost);
+                if (door && lost >= 0) mpccl_shrink_door_send_failure(parent, peer, door, lost);
                 continue;
             }
-            if (door && mpccl_comm_door_fd(parent) >= 0) {
+            if (door) {
                 st = mpccl_shrink_door_send(parent, peer, door, &job->id, sizeof(job->id));
                 if (st != MPCCL_OK) lost = peer;
                 continue;
@@ -81,8 +80,8 @@ static mpccl_status_t shrink_share_id(mpccl_init_job_t *job)
             if (st == MPCCL_OK) st = wait_req(parent, peer, &req);
         }
         if (st != MPCCL_OK) withdraw_child_id(job);
-    } else if (mpccl_comm_door_fd(parent) >= 0 && mpccl_comm_door_addr(parent, root)) {
-        st = mpccl_shrink_door_recv(parent, mpccl_comm_door_fd(parent), root, mpccl_comm_door_addr(parent, root),
+    } else if (mpccl_comm_door_to(parent, root)) {
+        st = mpccl_shrink_door_recv(parent, mpccl_comm_door_fd(parent), root, mpccl_comm_door_to(parent, root),
                                     &job->id, sizeof(job->id));
     } else {
         mpccl_req_t req = {0};
