@@ -274,6 +274,7 @@ static mpccl_status_t count_pieces(ncclComm_t comm, const mpccl_gpu_state_t *s, 
         hdr.tx_acked = s->g->tx_acked;
         hdr.rx_clean = s->g->rx_clean;
         MPCCL_CHECK(mpccl_gpu_small_upload(&e->sched, s->g->links_host, &hdr, &e->gp));
+        e->gp.small_overlap = mpccl_config_int("ENGINE_SMALL_OVERLAP") != 0;
     }
     return mpccl_gpu_plan_pieces(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->slot_bytes,
                                  s->g->proxy_whole_bytes, s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
@@ -543,7 +544,7 @@ static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl
         a->small_nsteps = gp->small_nsteps;
         a->nslots = s->g->nslots;
         a->slot_bytes = s->g->slot_bytes;
-        st = mpccl_engine_small_launch(a, stream);
+        st = mpccl_engine_small_launch(a, stream, gp->small_overlap);
     } else {
         st = mpccl_engine_launch(a, s->g->nctas, stream);
     }

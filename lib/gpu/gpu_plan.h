@@ -59,6 +59,7 @@ typedef struct mpccl_gpu_plan {
     mpccl_dev_small_step_t *small; /* device: the plan flattened for the small-call kernel, which
                                     * then runs it (lib/gpu/gpu_plan_small.h; set by the launcher) */
     uint32_t small_nsteps;
+    int small_overlap;     /* its launches may start before the previous kernel ends */
 } mpccl_gpu_plan_t;
 
 /* Byte layout of the allocation: the host image (pointers filled for device

@@ -28,7 +28,10 @@ mpccl_status_t mpccl_engine_launch(const mpccl_engine_args_t *args, uint32_t nct
  * mpccl_gpu_plan_small accepts (every message a single LL piece to another
  * node), with the engine's protocol on CTA 0's channels.  A plan is run by
  * one of the two kernels only, chosen once. */
-mpccl_status_t mpccl_engine_small_launch(const mpccl_engine_args_t *args, cudaStream_t stream);
+/* overlap: the launch may start while the previous kernel of the stream
+ * runs (programmatic dependent launch); it waits for that kernel before it
+ * reads anything but its plan. */
+mpccl_status_t mpccl_engine_small_launch(const mpccl_engine_args_t *args, cudaStream_t stream, int overlap);
 mpccl_status_t mpccl_engine_small_load(void);
 
 /* Loads the engine and prescale kernels of every datatype into the current

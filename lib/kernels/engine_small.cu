@@ -25,6 +25,7 @@
  * engine's or never used. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
@@ -392,9 +393,9 @@ struct small_engine {
  * what this rank last knew of the slot.  Two dependent loads: the step, then
  * the channel's counters (a receive loads every slot's rx_clean word beside
  * its counter and keeps its own). */
-template <typename T> __device__ void load_step(const mpccl_engine_args_t &a, small_state &sh, uint32_t t)
+template <typename T>
+__device__ void load_step(const mpccl_engine_args_t &a, small_state &sh, uint32_t t, const mpccl_dev_small_step_t &d)
 {
-    const mpccl_dev_small_step_t d = a.small[t];
     small_step &e = sh.s[t];
     e.kind = d.kind;
     e.peer = d.peer;
@@ -464,7 +465,18 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) small_
         sh.bad = 0;
         mpccl_abort_begin();
     }
-    if (threadIdx.x < nsteps) load_step<T>(a, sh, threadIdx.x);
+    /* A launch that may start before the previous kernel of its stream ends
+     * (mpccl_engine_small_launch, overlap) reads nothing another kernel
+     * writes before that kernel is done: the flattened plan (written by the
+     * host when the plan was made) first, then the wait, then counters and
+     * buffers.  Only then may the next launch start early: one launch waits
+     * ahead, not the whole queue.  Without the overlap both instructions do
+     * nothing. */
+    mpccl_dev_small_step_t d;
+    if (threadIdx.x < nsteps) d = a.small[threadIdx.x];
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (threadIdx.x < nsteps) load_step<T>(a, sh, threadIdx.x, d);
     /* Steps without data are done here (the engine's rule; a NOP joins and waits) */
     const bool empty = threadIdx.x < nsteps && sh.s[threadIdx.x].kind != MPCCL_STEP_NOP && sh.s[threadIdx.x].n == 0;
     const uint32_t done = __ballot_sync(~0u, empty); /* steps < 32: warp 0 holds them all */
@@ -513,21 +525,34 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) small_
     X(ncclInt8) X(ncclUint8) X(ncclInt32) X(ncclUint32) X(ncclInt64) X(ncclUint64) X(ncclFloat16)             \
     X(ncclFloat32) X(ncclFloat64) X(ncclBfloat16) X(ncclFloat8e4m3) X(ncclFloat8e5m2)
 
-extern "C" mpccl_status_t mpccl_engine_small_launch(const mpccl_engine_args_t *args, cudaStream_t stream)
+extern "C" mpccl_status_t mpccl_engine_small_launch(const mpccl_engine_args_t *args, cudaStream_t stream,
+                                                    int overlap)
 {
     if (!args->small || args->small_nsteps < 1 || args->small_nsteps > MPCCL_ENGINE_SMALL_MAX_STEPS || !args->nslots)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "small engine launch with %u steps, %u slots", args->small_nsteps,
                           args->nslots);
     if ((unsigned)args->op >= MPCCL_NUM_OPS)
         return mpccl_fail(MPCCL_ERR_INTERNAL, "small engine launch with op %d", args->op);
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cudaLaunchAttribute attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(1);
+    cfg.blockDim = dim3(MPCCL_ENGINE_THREADS);
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = overlap ? 1 : 0;
+    cudaError_t e = cudaSuccess;
     switch (args->dtype) {
 #define X(DT)                                                                        \
-    case DT: small_kernel<DT><<<1, MPCCL_ENGINE_THREADS, 0, stream>>>(*args); break;
+    case DT: e = cudaLaunchKernelEx(&cfg, small_kernel<DT>, *args); break;
         MPCCL_ALL_TYPES(X)
 #undef X
     default: return mpccl_fail(MPCCL_ERR_INTERNAL, "small engine launch with datatype %d", args->dtype);
     }
-    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaGetLastError();
     if (e == cudaSuccess) return MPCCL_OK;
     return mpccl_fail(MPCCL_ERR_CUDA, "launching the small engine kernel (datatype %d) failed: %s", args->dtype,
                       cudaGetErrorString(e));

@@ -164,6 +164,10 @@ static mpccl_setting_t settings[] = {
     {"ENGINE_SMALL", NULL, "1",
      "GPU collectives and send/recv whose every message is one LL piece to another node run on a one-CTA form "
      "of the device engine that keeps the whole plan in shared memory (0: the engine itself)", NULL, NULL},
+    {"ENGINE_SMALL_OVERLAP", NULL, "1",
+     "the small-call kernel between nodes is launched to start while the previous small-call kernel of its stream "
+     "runs (programmatic dependent launch), waiting for it before it reads anything but its plan (0: plain "
+     "launches)", NULL, NULL},
     {"PROXY_WHOLE_BYTES", NULL, "0",
      "experimental, GPU-direct only: what is left of a CTA's part of a message to another node goes in one "
      "transfer straight from the source buffer into the destination buffer (no copy through slots) from this "
