@@ -545,14 +545,19 @@ extern "C" mpccl_status_t mpccl_engine_small_launch(const mpccl_engine_args_t *a
     cfg.attrs = &attr;
     cfg.numAttrs = overlap ? 1 : 0;
     cudaError_t e = cudaSuccess;
-    switch (args->dtype) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        switch (args->dtype) {
 #define X(DT)                                                                        \
-    case DT: e = cudaLaunchKernelEx(&cfg, small_kernel<DT>, *args); break;
-        MPCCL_ALL_TYPES(X)
+        case DT: e = cudaLaunchKernelEx(&cfg, small_kernel<DT>, *args); break;
+            MPCCL_ALL_TYPES(X)
 #undef X
-    default: return mpccl_fail(MPCCL_ERR_INTERNAL, "small engine launch with datatype %d", args->dtype);
+        default: return mpccl_fail(MPCCL_ERR_INTERNAL, "small engine launch with datatype %d", args->dtype);
+        }
+        if (e == cudaSuccess) e = cudaGetLastError();
+        if (e != cudaErrorNotSupported || cfg.numAttrs == 0) break;
+        (void)cudaGetLastError(); /* a driver without overlapped launches: a plain one */
+        cfg.numAttrs = 0;
     }
-    if (e == cudaSuccess) e = cudaGetLastError();
     if (e == cudaSuccess) return MPCCL_OK;
     return mpccl_fail(MPCCL_ERR_CUDA, "launching the small engine kernel (datatype %d) failed: %s", args->dtype,
                       cudaGetErrorString(e));
