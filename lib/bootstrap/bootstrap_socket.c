@@ -21,9 +21,11 @@ _Static_assert(sizeof(mpccl_sockaddr_t) <= sizeof(((mpccl_socket_id_t *)0)->addr
                "a socket address must fit the id");
 
 /* Refusals from a unique id's root mean it is gone (it listens before the id
- * exists), so they are retried only briefly; with MPCCL_COMM_ID rank 0 may just
- * not have started yet. */
-#define MPCCL_REFUSED_RETRY_S 5
+ * exists: timed out, formed its communicator, or withdrawn by a failed
+ * ncclCommShrink), so they are retried only briefly; a survivor handed the id
+ * just before a withdrawal must fail well within the shrink's bound.  With
+ * MPCCL_COMM_ID rank 0 may just not have started yet. */
+#define MPCCL_REFUSED_RETRY_S 1
 /* The ranks wait for the root's answer a little longer than the root waits for
  * them, so that they hear its diagnosis rather than a bare timeout. */
 #define MPCCL_ROOT_REPLY_SLACK_MS 5000

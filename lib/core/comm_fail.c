@@ -13,6 +13,7 @@
 #include "core/comm_hier.h"
 #include "core/peer_watch.h"
 #include "core/shrink_door.h"
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
 
@@ -29,6 +30,7 @@ struct mpccl_fail_state {
     int revoke_sent;
     int watched;
     int death_pending; /* atomic: 1 + the rank the watcher saw die, not yet a failure (host) */
+    double death_s;    /* atomic: when (mpccl_now_seconds) the watcher saw it */
     int door_fd;       /* this rank's door for ncclCommShrink, or -1 */
 };
 
@@ -184,6 +186,8 @@ static void peer_dead(ncclComm_t comm, int rank)
         return;
     }
     int none = 0;
+    double now = mpccl_now_seconds();
+    __atomic_store(&f->death_s, &now, __ATOMIC_RELEASE); /* before the flag that publishes it */
     __atomic_compare_exchange_n(&f->death_pending, &none, rank + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d: rank %d (pid %d) ended", (unsigned long long)comm->id,
                comm->rank, rank, (int)f->peers[rank].pid);
@@ -209,6 +213,25 @@ int mpccl_comm_failed_idle_for(ncclComm_t comm, int (*needs)(void *arg, int rank
                     break;
                 }
         }
+    }
+    return mpccl_comm_failed(comm);
+}
+
+int mpccl_comm_failed_stalled(ncclComm_t comm, double last_event_s)
+{
+    mpccl_fail_state_t *f = comm->fail;
+    if (!f) return 0;
+    int pending = __atomic_load_n(&f->death_pending, __ATOMIC_ACQUIRE);
+    if (pending && !__atomic_load_n(&f->failed, __ATOMIC_ACQUIRE)) {
+        double death, now = mpccl_now_seconds();
+        __atomic_load(&f->death_s, &death, __ATOMIC_ACQUIRE);
+        double since = now - (death > last_event_s ? death : last_event_s);
+        int rank = pending - 1;
+        if (since >= MPCCL_DEAD_PEER_STALL_S)
+            mpccl_comm_fail(comm, ncclRemoteError,
+                            "rank %d (host %s, pid %d) died, and nothing has moved for %.1f s since: a process "
+                            "killed in the middle of a message can leave the shared-memory queues others read "
+                            "from blocked", rank, f->peers[rank].host, (int)f->peers[rank].pid, since);
     }
     return mpccl_comm_failed(comm);
 }

@@ -67,6 +67,15 @@ int mpccl_comm_failed_idle(ncclComm_t comm);
  * finished its part, finalized and exited is no failure of a call that waits
  * only for others (a revoke reaches this rank if one of them needed it). */
 int mpccl_comm_failed_idle_for(ncclComm_t comm, int (*needs)(void *arg, int rank), void *arg);
+/* The same for a host wait whose transport has reported nothing since
+ * last_event_s (mpccl_now_seconds): once a peer the watcher saw die has been
+ * dead for MPCCL_DEAD_PEER_STALL_S of such silence, the communicator fails
+ * even where no unfinished step names it.  A process killed in the middle of
+ * a message can leave a shared-memory queue that a survivor reads in order
+ * blocked at the slot it reserved (UCX's mm FIFOs), so the survivor's wait on
+ * another, live peer would otherwise last until UCX's keepalive (20 s). */
+#define MPCCL_DEAD_PEER_STALL_S 1.0
+int mpccl_comm_failed_stalled(ncclComm_t comm, double last_event_s);
 /* Whether the peer watcher saw peer die. */
 int mpccl_comm_peer_dead(ncclComm_t comm, int peer);
 /* Re-records the communicator's failure as the calling thread's last error,

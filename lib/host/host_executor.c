@@ -75,6 +75,7 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
     int64_t timeout = mpccl_config_int("OP_TIMEOUT");
     double start = timeout > 0 ? mpccl_now_seconds() : 0;
     unsigned idle_passes = 0;
+    double quiet_since = 0; /* when the transport last stopped reporting events */
     for (;;) {
         int pending = 0, events = 0;
         mpccl_transport_t *idle_on = NULL;
@@ -115,10 +116,12 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
             idle_passes = 0;
             continue;
         }
+        if (++idle_passes == 1) quiet_since = mpccl_now_seconds();
         /* Ranks oversubscribe cores in tests: give the CPU away while waiting. */
-        if (++idle_passes > 16) {
+        if (idle_passes > 16) {
             for (mpccl_call_t *op = ops; op; op = op->next)
-                if (!op->done && mpccl_comm_failed_idle_for(op->comm, op_needs, op))
+                if (!op->done && (mpccl_comm_failed_idle_for(op->comm, op_needs, op) ||
+                                  mpccl_comm_failed_stalled(op->comm, quiet_since)))
                     return stop_failed(ops, MPCCL_ERR_REMOTE);
             if (idle_on) idle_on->ops->idle(idle_on);
             else sched_yield();
