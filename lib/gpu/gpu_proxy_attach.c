@@ -13,6 +13,7 @@
 #include "core/comm_fail.h"
 #include "ucx/ucx.h"
 #include "util/config.h"
+#include "util/cpu_affinity.h"
 #include "util/log.h"
 
 /* Lanes of the proxy (gpu_proxy.h) this rank asks for: MPCCL_PROXY_LANES, or
@@ -71,6 +72,31 @@ void mpccl_gpu_close_lanes(mpccl_gpu_state_t *s, int force)
     s->nlanes = 0;
 }
 
+/* Moves the calling thread onto the CPUs local to the device for the attach
+ * (MPCCL_PROXY_CPU_AFFINITY=auto): the proxy threads it starts run there, and
+ * the pinned staging it allocates lands on their NUMA node, where the GPU
+ * writes and polls it.  With --bind-to none a spinning proxy otherwise lands
+ * on either socket, each run differently. */
+static void place_near_device(ncclComm_t comm, mpccl_cpu_affinity_t *near)
+{
+    memset(near, 0, sizeof(*near));
+    const char *v = mpccl_config_str("PROXY_CPU_AFFINITY");
+    if (v && strcmp(v, "auto") != 0) {
+        if (strcmp(v, "0") != 0)
+            MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_PROXY_CPU_AFFINITY=%s is not auto or 0; using 0", v);
+        return;
+    }
+    char busid[32], where[256];
+    if (cudaDeviceGetPCIBusId(busid, sizeof(busid), comm->cuda_dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    mpccl_cpu_affinity_near(busid, near, where, sizeof(where));
+    if (near->active)
+        MPCCL_INFO(MPCCL_SUB_NET, "comm 0x%llx: proxy threads and staging near GPU %d (%s): CPUs %s",
+                   (unsigned long long)comm->id, comm->cuda_dev, busid, where);
+}
+
 /* Attaches the communicator to the proxy thread, which serves peers on other
  * nodes (CTA channels and the one-sided channel) and, for one-sided operations
  * only, peers of this node whose GPUs share no P2P (their collectives use the
@@ -86,7 +112,9 @@ mpccl_status_t mpccl_gpu_attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
         else if (s->g->links_host[r].kind == MPCCL_LINK_HOST) remote[r] = MPCCL_PROXY_ONESIDED_ONLY;
         proxied += remote[r] != 0;
     }
+    mpccl_cpu_affinity_t near = {0};
     if (proxied) {
+        place_near_device(comm, &near);
         mpccl_proxy_os_t os;
         mpccl_dev_link_t *os_links = NULL;
         mpccl_proxy_alloc_t alloc;
@@ -117,6 +145,7 @@ mpccl_status_t mpccl_gpu_attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
                        s->nlanes);
     }
 out:
+    mpccl_cpu_affinity_restore(&near);
     if (st != MPCCL_OK && s->proxy == NULL) mpccl_gpu_close_lanes(s, 1);
     if (st != MPCCL_OK && s->proxy == NULL && s->os_remote) { /* a later window may try again */
         mpccl_os_remote_free(s->os_remote);

@@ -183,6 +183,10 @@ static mpccl_setting_t settings[] = {
     {"PROXY_SLEEP_US", NULL, "100",
      "then, while a launch it serves is unfinished, its longest sleep between polls (doubling from 1 us); with "
      "none in flight it sleeps until a launch or the network wakes it", NULL, NULL},
+    {"PROXY_CPU_AFFINITY", NULL, "auto",
+     "where the GPU proxy threads run and their pinned staging lives: auto on the CPUs local to the GPU's PCI "
+     "device (sysfs local_cpulist) that the process may use, as NCCL places its proxy; 0 where the attaching "
+     "thread runs (inherited)", NULL, NULL},
     {"ONESIDED_DIRECT", NULL, "auto",
      "one-sided puts between nodes: 1 puts them with UCX from device memory straight into the target's window "
      "wherever collectives between nodes go GPU-direct (MPCCL_GPU_DIRECT) on every rank, auto only where besides "
