@@ -52,6 +52,14 @@ static long setting(const char *name, long def, long lo, long hi, long multiple)
  * 2026-11-28). */
 #define PROXY_WHOLE_DEFAULT 0u
 
+/* Staged pieces between nodes where the network's rendezvous is dear (UCX over
+ * TCP): at most this many bytes near the end of a CTA's part (devplan.h,
+ * eager pieces), just under UCX's eager limit there (65528 bytes with its
+ * default 64 KB segments).  A 64 KB piece went by rendezvous: send/recv of
+ * 256 KB (four CTAs, 64 KB each) took 120-175 us, in pieces of 65520 bytes
+ * 92-98, of 32 KB 89 (2 x H200, UCX 1.22, 2026-11-28). */
+#define PROXY_EAGER_DEFAULT 65520u
+
 /* Slots of communicators whose every peer is on another node pin at most this. */
 #define NET_SLOT_BUDGET (256ull << 20)
 
@@ -255,7 +263,7 @@ typedef struct {
     uint64_t host_hash;
     uint64_t nonce;
     unsigned char uuid[16];
-    uint32_t nctas, slot_bytes, cta_min_bytes, proxy_ll_bytes, proxy_whole_bytes;
+    uint32_t nctas, slot_bytes, cta_min_bytes, proxy_ll_bytes, proxy_whole_bytes, proxy_eager_bytes;
     int32_t p2p_disable;
     int32_t dev;
 } rank_info_t;
@@ -310,6 +318,11 @@ static mpccl_status_t local_init(mpccl_gpu_comm_t *g, const mpccl_topo_t *topo, 
      * GPU-direct ranks only (devplan.h) */
     me->proxy_whole_bytes = g->direct ? (uint32_t)setting("PROXY_WHOLE_BYTES", PROXY_WHOLE_DEFAULT, 0,
                                                           MPCCL_PROXY_WHOLE_MAX, 1) : 0;
+    const char *eager_set = mpccl_config_str("PROXY_EAGER_BYTES");
+    uint32_t eager = topo->nnodes > 1 && g->eager_net ? PROXY_EAGER_DEFAULT : 0;
+    if (eager_set && strcmp(eager_set, "auto") != 0)
+        eager = (uint32_t)setting("PROXY_EAGER_BYTES", eager, 0, 16 << 20, 16);
+    me->proxy_eager_bytes = g->direct ? 0 : eager;
     MPCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     MPCCL_CHECK(mpccl_ipc_device_uuid(g->dev, me->uuid));
     return MPCCL_OK;
@@ -474,7 +487,9 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
     g->cta_min_bytes = info[0].cta_min_bytes;
     g->proxy_ll_bytes = info[0].proxy_ll_bytes;
     g->proxy_whole_bytes = info[0].proxy_whole_bytes;
+    g->proxy_eager_bytes = info[0].proxy_eager_bytes;
     for (int r = 1; r < n; r++) {
+        if (info[r].proxy_eager_bytes < g->proxy_eager_bytes) g->proxy_eager_bytes = info[r].proxy_eager_bytes;
         if (info[r].proxy_ll_bytes < g->proxy_ll_bytes) g->proxy_ll_bytes = info[r].proxy_ll_bytes;
         if (info[r].proxy_whole_bytes < g->proxy_whole_bytes) g->proxy_whole_bytes = info[r].proxy_whole_bytes;
         if (info[r].nctas < g->nctas) g->nctas = info[r].nctas;
@@ -482,6 +497,9 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
         if (info[r].cta_min_bytes < g->cta_min_bytes) g->cta_min_bytes = info[r].cta_min_bytes;
     }
     if (g->proxy_ll_bytes > g->slot_bytes / 2) g->proxy_ll_bytes = g->slot_bytes / 2; /* lines: twice the bytes */
+    /* an LL piece is one piece of the engine's cut, so never larger than an
+     * eager one (the small-call kernel sends each message as one LL piece) */
+    if (g->proxy_eager_bytes && g->proxy_ll_bytes > g->proxy_eager_bytes) g->proxy_ll_bytes = g->proxy_eager_bytes;
     for (int r = 0; r < n && g->proxy_whole_bytes && g->rank == 0; r++)
         if (topo->node_of[r] != topo->node_of[0] && info[r].host_hash == info[0].host_hash) {
             MPCCL_WARN(MPCCL_SUB_NET, "MPCCL_PROXY_WHOLE_BYTES=%u with nodes of one machine (ranks 0 and %d, "
@@ -536,7 +554,7 @@ out:
     return st;
 }
 
-mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev, int direct,
+mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev, int net,
                                      mpccl_gpu_comm_t **out)
 {
     if (bs == NULL || topo == NULL || out == NULL || topo->nranks != bs->nranks || topo->rank != bs->rank)
@@ -550,7 +568,8 @@ mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *
     mpccl_gpu_comm_t *g = calloc(1, sizeof(*g));
     if (g == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "GPU communicator: out of memory");
     g->dev = cuda_dev;
-    g->direct = direct;
+    g->direct = (net & MPCCL_GPU_NET_DIRECT) != 0;
+    g->eager_net = (net & MPCCL_GPU_NET_EAGER) != 0;
     g->rank = bs->rank;
     g->nranks = bs->nranks;
     int saved = -1;
@@ -572,9 +591,9 @@ mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *
     }
     MPCCL_INFO(MPCCL_SUB_INIT, "GPU comm rank %d/%d on device %d: %u CTAs x %u slots x %u bytes, at least %u "
                "bytes per CTA and step, mailbox %zu bytes, links: %d P2P, %d host memory, %d proxy (LL pieces up to "
-               "%u bytes, whole messages from %u bytes)", g->rank, g->nranks, g->dev, g->nctas, g->nslots,
-               g->slot_bytes, g->cta_min_bytes, g->mailbox_bytes, nv, host, proxy, proxy ? g->proxy_ll_bytes : 0,
-               proxy ? g->proxy_whole_bytes : 0);
+               "%u bytes, whole messages from %u bytes, eager pieces of %u bytes)", g->rank, g->nranks, g->dev,
+               g->nctas, g->nslots, g->slot_bytes, g->cta_min_bytes, g->mailbox_bytes, nv, host, proxy,
+               proxy ? g->proxy_ll_bytes : 0, proxy ? g->proxy_whole_bytes : 0, proxy ? g->proxy_eager_bytes : 0);
     *out = g;
     return MPCCL_OK;
 }
@@ -591,6 +610,7 @@ mpccl_status_t mpccl_gpu_comm_commit(mpccl_gpu_comm_t *g)
     h.cta_min_bytes = g->cta_min_bytes;
     h.proxy_ll_bytes = g->proxy_ll_bytes;
     h.proxy_whole_bytes = g->proxy_whole_bytes;
+    h.proxy_eager_bytes = g->proxy_eager_bytes;
     h.links = g->dlinks;
     h.tx_seq = g->tx_seq;
     h.rx_seq = g->rx_seq;

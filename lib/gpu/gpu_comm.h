@@ -41,6 +41,8 @@ typedef struct mpccl_gpu_comm {
     uint32_t cta_min_bytes;      /* mpccl_dev_partition's min_bytes */
     uint32_t proxy_ll_bytes;     /* LL pieces to other nodes up to this size (devplan.h) */
     uint32_t proxy_whole_bytes;  /* whole messages to other nodes from this size (devplan.h; 0: none) */
+    uint32_t proxy_eager_bytes;  /* eager pieces to other nodes of at most this size (devplan.h; 0: none) */
+    int eager_net;               /* staged over a network whose rendezvous is dear (MPCCL_GPU_NET_EAGER) */
     int direct;                  /* this rank's slots to other nodes will be device memory
                                   * (GPU-direct, gpu_proxy_mem.c): its geometry proposal */
     mpccl_dev_link_t *links_host; /* [nranks] host copy; PROXY entries are the proxy's to fill */
@@ -64,10 +66,15 @@ typedef struct mpccl_gpu_comm {
 /* Collective over bs (the ranks of topo): binds cuda_dev, agrees on the
  * geometry, builds and maps the mailboxes, fills links_host (NONE for this
  * rank, NVLINK / HOST for peers of the same node, PROXY with NULL pointers for
- * other nodes) and uploads it.  direct: this rank will move its pieces to
- * other nodes GPU-direct (mpccl_gpu_proxy_direct_planned), which its geometry
- * proposal follows.  Every rank returns an error when any rank failed. */
-mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev, int direct,
+ * other nodes) and uploads it.  net: how this rank will move its pieces to
+ * other nodes, which its geometry proposal follows: MPCCL_GPU_NET_DIRECT
+ * GPU-direct (mpccl_gpu_proxy_direct_planned), else staged, with
+ * MPCCL_GPU_NET_EAGER where the network's rendezvous is dear (UCX over TCP:
+ * eager pieces by default, devplan.h).  Every rank returns an error when any
+ * rank failed. */
+#define MPCCL_GPU_NET_DIRECT 1
+#define MPCCL_GPU_NET_EAGER 2
+mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev, int net,
                                      mpccl_gpu_comm_t **out);
 /* Uploads links_host (e.g. after the proxy filled the PROXY links) and the
  * communicator header into dcomm.  Synchronous on a private stream. */

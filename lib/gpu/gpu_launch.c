@@ -39,8 +39,8 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     comm->gpu = s;
     MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_kernels_load(comm->cuda_dev), st, out);
-    int direct = comm->topo.nnodes > 1 && mpccl_gpu_proxy_direct_planned(comm->cuda_dev);
-    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, direct, &s->g), st, out);
+    int net = comm->topo.nnodes > 1 ? mpccl_gpu_proxy_net(comm->cuda_dev) : 0;
+    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, net, &s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_abort_create(&s->g->abort), st, out);
     /* Between nodes the engine needs the proxy from the start; a node's peers
      * without P2P need it only for one-sided operations, so it waits for the
@@ -276,8 +276,9 @@ static mpccl_status_t count_pieces(ncclComm_t comm, const mpccl_gpu_state_t *s, 
         MPCCL_CHECK(mpccl_gpu_small_upload(&e->sched, s->g->links_host, &hdr, &e->gp));
         e->gp.small_overlap = mpccl_config_int("ENGINE_SMALL_OVERLAP") != 0;
     }
-    return mpccl_gpu_plan_pieces(&e->sched, es, s->g->nctas, s->g->cta_min_bytes, s->g->slot_bytes,
-                                 s->g->proxy_whole_bytes, s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
+    const mpccl_gpu_cut_t cut = {s->g->nctas, s->g->cta_min_bytes, s->g->slot_bytes, s->g->proxy_whole_bytes,
+                                 s->g->proxy_eager_bytes};
+    return mpccl_gpu_plan_pieces(&e->sched, es, &cut, s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
 }
 
 static mpccl_status_t lookup_plan(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,

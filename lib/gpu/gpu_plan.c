@@ -243,28 +243,28 @@ mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, in
 /* The pieces CTA g cuts its part of a message of count elements into, as
  * the engine's try_whole / try_message cut it (mpccl_dev_proxy_piece): slot
  * pieces add to cnt[0], whole messages to cnt[1]. */
-static void pieces_of(uint64_t count, uint32_t es, uint32_t nctas, uint32_t min_bytes, uint32_t slot_bytes,
-                      uint32_t whole_bytes, uint32_t g, uint32_t cnt[2])
+static void pieces_of(uint64_t count, uint32_t es, const mpccl_gpu_cut_t *cut, uint32_t g, uint32_t cnt[2])
 {
     uint64_t b, e;
-    mpccl_dev_partition(count, es, nctas, min_bytes, g, &b, &e);
-    if (slot_bytes < es) return;
+    mpccl_dev_partition(count, es, cut->nctas, cut->min_bytes, g, &b, &e);
+    if (cut->slot_bytes < es) return;
     for (uint64_t left = e - b; left > 0;) {
         int whole;
-        uint64_t n = mpccl_dev_proxy_piece(left, es, slot_bytes, whole_bytes, &whole);
-        if (!whole) { /* slot pieces to the end */
-            cnt[0] += (uint32_t)((left + n - 1) / n);
-            return;
-        }
-        cnt[1]++;
-        left -= n;
+        uint64_t n = mpccl_dev_proxy_piece(left, es, cut->slot_bytes, cut->whole_bytes, cut->eager_bytes, &whole);
+        /* full slots until at most four slots' worth (which holds the eager
+         * tail, eager pieces being smaller than slots): counted at once */
+        uint64_t k = 1, tail = (uint64_t)MPCCL_PROXY_EAGER_PIECES * (cut->slot_bytes / es);
+        if (!whole && n == cut->slot_bytes / es && left > tail + n) k = (left - tail) / n;
+        cnt[whole] += (uint32_t)k;
+        left -= k * n;
     }
 }
 
-mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes,
-                                     uint32_t slot_bytes, uint32_t whole_bytes, const mpccl_dev_link_t *links,
-                                     int nranks, mpccl_proxy_due_t **out, uint32_t *n)
+mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, const mpccl_gpu_cut_t *cut,
+                                     const mpccl_dev_link_t *links, int nranks, mpccl_proxy_due_t **out,
+                                     uint32_t *n)
 {
+    const uint32_t nctas = cut->nctas;
     *out = NULL;
     *n = 0;
     uint32_t *dense = NULL; /* [rank][g][tx, rx, whole tx, whole rx] */
@@ -278,7 +278,7 @@ mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32
         int rx = st->kind == MPCCL_STEP_RECV;
         for (uint32_t g = 0; g < nctas; g++) {
             uint32_t cnt[2] = {0, 0};
-            pieces_of(st->count, es, nctas, min_bytes, slot_bytes, whole_bytes, g, cnt);
+            pieces_of(st->count, es, cut, g, cnt);
             uint32_t *d = &dense[((size_t)st->peer * nctas + g) * 4];
             d[rx] += cnt[0];
             d[2 + rx] += cnt[1];

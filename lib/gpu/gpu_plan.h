@@ -68,18 +68,24 @@ typedef struct mpccl_gpu_plan {
 mpccl_status_t mpccl_gpu_plan_image(const mpccl_sched_t *s, mpccl_inout_t io, int64_t in_off, uint32_t window,
                                     uintptr_t base, void **image, size_t *bytes, uint32_t *nlocal);
 
-/* The pieces a launch of s (nctas CTAs, es bytes per element, the engine's
- * minimum share min_bytes, slot_bytes per slot, whole messages from
- * whole_bytes on, 0: none) moves through each channel with a peer whose link
- * is MPCCL_LINK_PROXY, cut as the engine cuts them: each SEND / RECV step's
- * part on CTA g (mpccl_dev_partition) cut by mpccl_dev_proxy_piece into
- * whole messages and slot pieces.  The proxy polls a channel while pieces
- * posted for it are unfinished (mpccl_proxy_post_pieces).  *out: one entry
- * per channel with pieces, sorted by rank, then CTA (malloc'ed; NULL with
- * *n = 0 when none). */
-mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min_bytes,
-                                     uint32_t slot_bytes, uint32_t whole_bytes, const mpccl_dev_link_t *links,
-                                     int nranks, mpccl_proxy_due_t **out, uint32_t *n);
+/* How the engine cuts messages to other nodes, as its communicator says
+ * (mpccl_dev_comm_t): nctas CTAs, the minimum share min_bytes, slot_bytes per
+ * slot, whole messages from whole_bytes on and eager pieces of eager_bytes
+ * (devplan.h; 0: none). */
+typedef struct mpccl_gpu_cut {
+    uint32_t nctas, min_bytes, slot_bytes, whole_bytes, eager_bytes;
+} mpccl_gpu_cut_t;
+
+/* The pieces a launch of s (es bytes per element) moves through each channel
+ * with a peer whose link is MPCCL_LINK_PROXY, cut as the engine cuts them:
+ * each SEND / RECV step's part on CTA g (mpccl_dev_partition) cut by
+ * mpccl_dev_proxy_piece into whole messages and slot pieces.  The proxy polls
+ * a channel while pieces posted for it are unfinished
+ * (mpccl_proxy_post_pieces).  *out: one entry per channel with pieces, sorted
+ * by rank, then CTA (malloc'ed; NULL with *n = 0 when none). */
+mpccl_status_t mpccl_gpu_plan_pieces(const mpccl_sched_t *s, uint32_t es, const mpccl_gpu_cut_t *cut,
+                                     const mpccl_dev_link_t *links, int nranks, mpccl_proxy_due_t **out,
+                                     uint32_t *n);
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)
 /* Converts and uploads s for launches of nctas CTAs keeping window steps in

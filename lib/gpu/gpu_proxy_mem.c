@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpu/gpu_comm.h"
 #include "gpu/gpu_cuda_rt.h"
 #include "gpu/gpu_proxy_mem.h"
 #include "ucx/ucx.h"
@@ -130,6 +131,12 @@ int mpccl_gpu_proxy_direct_planned(int dev)
     int ordered = 0;
     const char *why = NULL;
     return choose_direct(dev, &ordered, &why);
+}
+
+int mpccl_gpu_proxy_net(int dev)
+{
+    if (mpccl_gpu_proxy_direct_planned(dev)) return MPCCL_GPU_NET_DIRECT;
+    return mpccl_ucx_gdr_nic() == NULL ? MPCCL_GPU_NET_EAGER : 0;
 }
 
 int mpccl_gpu_proxy_memory(ncclComm_t comm, mpccl_proxy_alloc_t *a, const char **why)

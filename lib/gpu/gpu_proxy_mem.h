@@ -17,4 +17,10 @@ int mpccl_gpu_proxy_memory(ncclComm_t comm, mpccl_proxy_alloc_t *a, const char *
  * same decision, taken before the communicator's geometry is agreed). */
 int mpccl_gpu_proxy_direct_planned(int dev);
 
+/* How device dev's pieces will go to other nodes, for mpccl_gpu_comm_create:
+ * MPCCL_GPU_NET_DIRECT (above), else staged, with MPCCL_GPU_NET_EAGER where no
+ * UCX network device reads GPU memory: a network like TCP, whose rendezvous
+ * is dear (devplan.h, eager pieces). */
+int mpccl_gpu_proxy_net(int dev);
+
 #endif

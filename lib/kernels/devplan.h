@@ -92,6 +92,16 @@ enum {
  * They have a sequence of their own; slot pieces keep theirs. */
 #define MPCCL_PROXY_WHOLE_MAX (1u << 30)
 
+/* Eager pieces to another node (PROXY links, staged): over a network whose
+ * transport sends a message of up to some size at once and a larger one by a
+ * rendezvous that costs round trips (UCX over TCP: eager to 65528 bytes), a
+ * piece just over that size is the slowest there is.  So where the
+ * communicator's proxy_eager_bytes is set (0: never), what is left of a
+ * CTA's part goes in pieces of at most that many bytes once it is at most
+ * MPCCL_PROXY_EAGER_PIECES of them -- or always, where a slot holds fewer
+ * than that -- and in whole slots before. */
+#define MPCCL_PROXY_EAGER_PIECES 4u
+
 typedef struct mpccl_dev_whole {
     uint64_t addr;  /* device address of the data (send) or the destination (receive) */
     uint32_t bytes;
@@ -140,6 +150,9 @@ typedef struct mpccl_dev_comm {
     uint32_t proxy_whole_bytes; /* what is left of a CTA's part of a message to another node
                                  * goes whole from this many bytes on (0: never), equal on
                                  * every rank */
+    uint32_t proxy_eager_bytes; /* pieces to another node of at most this many bytes near the
+                                 * end of a CTA's part (above; 0: slots only), equal on every
+                                 * rank */
     const mpccl_dev_link_t *links; /* [nranks] */
     uint32_t *tx_seq;    /* [nranks][nctas] pieces sent to each peer, ever */
     uint32_t *rx_seq;    /* [nranks][nctas] pieces received from each peer, ever */
@@ -221,17 +234,30 @@ static inline MPCCL_HOST_DEVICE void mpccl_dev_partition(uint64_t count, uint32_
     *end = e;
 }
 
+/* The next piece through a slot when left elements of the CTA's part remain
+ * (eager_bytes: the communicator's proxy_eager_bytes on PROXY links, else 0). */
+static inline MPCCL_HOST_DEVICE uint64_t mpccl_dev_slot_piece(uint64_t left, uint32_t elem_size, uint32_t slot_bytes,
+                                                             uint32_t eager_bytes)
+{
+    uint64_t most = slot_bytes / elem_size;
+    if (eager_bytes >= elem_size && eager_bytes < slot_bytes &&
+        (left * elem_size <= (uint64_t)MPCCL_PROXY_EAGER_PIECES * eager_bytes ||
+         slot_bytes < MPCCL_PROXY_EAGER_PIECES * eager_bytes))
+        most = eager_bytes / elem_size;
+    return left < most ? left : most;
+}
+
 /* The next piece of a message to or from another node when left elements of
  * the CTA's part remain: its elements, and whether it goes whole (above) or
  * through a slot.  The engine cuts messages with it, the host counts the
  * pieces the proxy will move with it (gpu_plan.c). */
 static inline MPCCL_HOST_DEVICE uint64_t mpccl_dev_proxy_piece(uint64_t left, uint32_t elem_size,
                                                               uint32_t slot_bytes, uint32_t whole_bytes,
-                                                              int *whole)
+                                                              uint32_t eager_bytes, int *whole)
 {
-    uint64_t most = slot_bytes / elem_size;
     *whole = whole_bytes && left * elem_size >= whole_bytes;
-    if (*whole) most = MPCCL_PROXY_WHOLE_MAX / elem_size;
+    if (!*whole) return mpccl_dev_slot_piece(left, elem_size, slot_bytes, eager_bytes);
+    uint64_t most = MPCCL_PROXY_WHOLE_MAX / elem_size;
     return left < most ? left : most;
 }
 

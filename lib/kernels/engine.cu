@@ -198,7 +198,7 @@ struct engine {
         volatile mpccl_dev_whole_t *d = send ? L->tx_whole : L->rx_whole;
         if (!d) return -1;
         int whole;
-        uint64_t n = mpccl_dev_proxy_piece(pe - pb - e.prog, es, comm->slot_bytes, wb, &whole);
+        uint64_t n = mpccl_dev_proxy_piece(pe - pb - e.prog, es, comm->slot_bytes, wb, comm->proxy_eager_bytes, &whole);
         if (!whole) return -1;
         const volatile uint32_t *done = (send ? L->tx_whole_done : L->rx_whole_done) + g;
         if (!e.whole_wait) {
@@ -235,8 +235,8 @@ struct engine {
     {
         const mpccl_dev_link_t *L = &comm->links[e.st.peer];
         uint32_t K = comm->nslots;
-        uint64_t left = pe - pb - e.prog, piece_elems = comm->slot_bytes / es;
-        uint64_t n = left < piece_elems ? left : piece_elems;
+        uint64_t n = mpccl_dev_slot_piece(pe - pb - e.prog, es, comm->slot_bytes,
+                                          L->tx_word ? comm->proxy_eager_bytes : 0u); /* PROXY links only */
         sh.tr.mark_early(TRACE_SETUP, e.idx);
         uint32_t *seq = (e.st.kind == MPCCL_STEP_SEND ? comm->tx_seq : comm->rx_seq) + (size_t)e.st.peer * G + g;
         uint32_t p = *seq, slot = g * K + p % K;

@@ -173,6 +173,11 @@ static mpccl_setting_t settings[] = {
      "transfer straight from the source buffer into the destination buffer (no copy through slots) from this "
      "many bytes on (0: never; at most 1G); 0 on any rank turns it off.  Over UCX's cuda_ipc it can hang once "
      "the application frees and reallocates a buffer (doc/GPU_DESIGN.md)", NULL, NULL},
+    {"PROXY_EAGER_BYTES", NULL, "auto",
+     "staged pieces to other nodes of at most this many bytes near the end of a CTA's part (the last four such "
+     "pieces' worth; all of it where a slot holds fewer), where a larger piece would be a rendezvous: auto is "
+     "65520 (under UCX's eager limit over TCP) where no UCX network device reads GPU memory, else 0 (whole "
+     "slots only); the minimum over ranks is used", NULL, NULL},
     {"PROXY_LANES", NULL, "0",
      "connections (UCX workers) and proxy threads a GPU communicator's traffic to other nodes is spread over "
      "(0: one per CTA up to 4 where every peer is on another node, the communicator has at most 64 ranks and no "

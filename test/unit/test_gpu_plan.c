@@ -477,16 +477,19 @@ END_TEST
 
 /* mpccl_gpu_plan_pieces: the proxy polls a channel until the pieces posted
  * for it moved, so the count must be the engine's, piece for piece: here the
- * engine's cut (try_message: the CTA's partition in pieces of at most
- * slot / es elements) is replayed step by step and compared, for hand cases
- * and the real plans of every collective at awkward counts, widths and slot
- * sizes, with some peers on the same node (their steps are not the proxy's). */
-static void check_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, uint32_t min, uint32_t slot,
-                         uint32_t whole, const mpccl_dev_link_t *links, int nranks, const char *what)
+ * engine's cut (try_whole, then try_message: the CTA's partition in pieces of
+ * at most slot / es elements, of eager / es in its last four eager pieces'
+ * worth or throughout where a slot holds fewer) is replayed step by step and
+ * compared, for hand cases and the real plans of every collective at awkward
+ * counts, widths, slot and eager sizes, with some peers on the same node
+ * (their steps are not the proxy's). */
+static void check_pieces(const mpccl_sched_t *s, uint32_t es, const mpccl_gpu_cut_t *c,
+                         const mpccl_dev_link_t *links, int nranks, const char *what)
 {
     mpccl_proxy_due_t *due = NULL;
-    uint32_t n = 0;
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(s, es, nctas, min, slot, whole, links, nranks, &due, &n), MPCCL_OK);
+    uint32_t n = 0, nctas = c->nctas, min = c->min_bytes, slot = c->slot_bytes, whole = c->whole_bytes;
+    uint64_t eager = c->eager_bytes >= es && c->eager_bytes < slot ? c->eager_bytes : 0;
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(s, es, c, links, nranks, &due, &n), MPCCL_OK);
     uint32_t *want = calloc((size_t)nranks * nctas * 4, sizeof(*want)); /* tx, rx, whole tx, whole rx */
     ck_assert_ptr_nonnull(want);
     for (uint32_t i = 0; i < s->nsteps; i++) {
@@ -500,6 +503,7 @@ static void check_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t nctas, ui
                 uint64_t left = e - b - prog, most = per;
                 int w = whole && left * es >= whole; /* try_whole takes it */
                 if (w) most = MPCCL_PROXY_WHOLE_MAX / es;
+                else if (eager && (left * es <= 4 * eager || slot < 4 * eager)) most = eager / es;
                 prog += left < most ? left : most;
                 want[((size_t)st->peer * nctas + g) * 4 + 2 * w + (st->kind == MPCCL_STEP_RECV)]++;
             }
@@ -546,10 +550,11 @@ START_TEST(pieces_as_the_engine_cuts)
     mpccl_build_t b;
     mpccl_proxy_due_t *due;
     uint32_t n;
+    const mpccl_gpu_cut_t plain = {4, 32768, 65536, 0, 0}, wholes64k = {4, 32768, 65536, 65536, 0};
     ck_assert_int_eq(mpccl_build_init(&b, &s, 0, 2), MPCCL_OK);
     mpccl_b_copy(&b, R(MPCCL_BUF_OUT, 0), R(MPCCL_BUF_IN, 0), 1 << 20, NULL, 0);
     ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, 0, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, &plain, links, 2, &due, &n), MPCCL_OK);
     ck_assert_uint_eq(n, 0); /* no message */
     ck_assert_ptr_null(due);
     mpccl_sched_free(&s);
@@ -557,32 +562,44 @@ START_TEST(pieces_as_the_engine_cuts)
     mpccl_b_send(&b, 1, R(MPCCL_BUF_IN, 0), 2, NULL, 0);       /* 8 bytes: one piece on CTA 0 */
     mpccl_b_recv(&b, 1, R(MPCCL_BUF_OUT, 0), 100000, NULL, 0); /* 400 KB: 100 KB per CTA, two 64 KB pieces */
     ck_assert_int_eq(mpccl_build_finish(&b), MPCCL_OK);
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, 0, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, &plain, links, 2, &due, &n), MPCCL_OK);
     ck_assert_uint_eq(n, 4);
     ck_assert(due[0].rank == 1 && due[0].chan == 0 && due[0].tx == 1 && due[0].rx == 2);
     ck_assert(due[3].rank == 1 && due[3].chan == 3 && due[3].tx == 0 && due[3].rx == 2);
     ck_assert(due[0].whole_tx == 0 && due[0].whole_rx == 0);
     free(due);
     /* whole from 64 KB: each CTA's 100 KB in one transfer, the 8 bytes in a slot */
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, &wholes64k, links, 2, &due, &n), MPCCL_OK);
     ck_assert_uint_eq(n, 4);
     ck_assert(due[0].tx == 1 && due[0].rx == 0 && due[0].whole_tx == 0 && due[0].whole_rx == 1);
     ck_assert(due[3].tx == 0 && due[3].rx == 0 && due[3].whole_rx == 1);
     free(due);
     links[1].kind = MPCCL_LINK_NVLINK; /* the same node: nothing for the proxy */
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, 4, 32768, 65536, 65536, links, 2, &due, &n), MPCCL_OK);
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, &wholes64k, links, 2, &due, &n), MPCCL_OK);
     ck_assert_uint_eq(n, 0);
     links[1].kind = MPCCL_LINK_PROXY;
-    check_pieces(&s, 4, 4, 32768, 65536, 0, links, 2, "hand");
-    check_pieces(&s, 1, 16, 0, 1024, 0, links, 2, "hand, bytes");
-    check_pieces(&s, 4, 4, 32768, 65536, 65536, links, 2, "hand, whole");
-    check_pieces(&s, 1, 16, 0, 1024, 4096, links, 2, "hand, bytes, whole");
+    /* eager: 100000 bytes per CTA in four 32 KB pieces (a 64 KB slot holds fewer
+     * than four; or at most four are left), else in one 1 MB slot; whole first */
+    static const struct { mpccl_gpu_cut_t c; uint32_t rx, whole_rx; } eager[] = {
+        {{4, 32768, 65536, 0, 32768}, 4, 0}, {{4, 32768, 1 << 20, 0, 32768}, 4, 0},
+        {{4, 32768, 1 << 20, 0, 16384}, 1, 0}, {{4, 32768, 65536, 65536, 32768}, 0, 1}};
+    for (size_t i = 0; i < sizeof(eager) / sizeof(eager[0]); i++) {
+        ck_assert_int_eq(mpccl_gpu_plan_pieces(&s, 4, &eager[i].c, links, 2, &due, &n), MPCCL_OK);
+        ck_assert_uint_eq(n, 4);
+        ck_assert(due[0].tx == 1 && due[3].rx == eager[i].rx && due[3].whole_rx == eager[i].whole_rx);
+        free(due);
+        check_pieces(&s, 4, &eager[i].c, links, 2, "hand, eager");
+    }
+    static const mpccl_gpu_cut_t hand[] = {{4, 32768, 65536, 0, 0}, {16, 0, 1024, 0, 0}, {4, 32768, 65536, 65536, 0},
+                                           {16, 0, 1024, 4096, 0}, {16, 0, 1024, 0, 16}, {16, 0, 1024, 4096, 256}};
+    for (size_t i = 0; i < sizeof(hand) / sizeof(hand[0]); i++) check_pieces(&s, i % 2 ? 1 : 4, &hand[i], links, 2, "hand");
     mpccl_sched_free(&s);
     test_topo_t tt;
     static const uint32_t widths[] = {1, 3, 4, 16};
     static const uint32_t mins[] = {0, 4096, 32768};
     static const uint32_t slots[] = {1024, 65536, 1 << 20};
     static const uint32_t wholes[] = {0, 4096, 100000, 1 << 20}; /* whole messages from (0: none) */
+    static const uint32_t eagers[] = {0, 16, 4096, 65520};        /* eager pieces (0: none) */
     for (size_t ci = 0; ci < sizeof(combos) / sizeof(combos[0]); ci++)
         for (int n = 2; n <= 8; n += 3) {
             uint64_t counts[] = {1, 7, 8193, 300000 + rnd() % 5000};
@@ -594,11 +611,11 @@ START_TEST(pieces_as_the_engine_cuts)
                 char what[128];
                 for (int w = 0; w < 4; w++) {
                     uint32_t G = widths[w], min = mins[rnd() % 3], slot = slots[rnd() % 3];
-                    uint32_t whole = wholes[rnd() % 4];
-                    snprintf(what, sizeof(what), "%s/%s n=%d count %llu, %u CTAs, min %u, slot %u, whole %u",
-                             mpccl_coll_name(d.coll), mpccl_algo_name((mpccl_algo_t)s.algo), n,
-                             (unsigned long long)d.count, G, min, slot, whole);
-                    check_pieces(&s, 4, G, min, slot, whole, links, n, what);
+                    const mpccl_gpu_cut_t c = {G, min, slot, wholes[rnd() % 4], eagers[rnd() % 4]};
+                    snprintf(what, sizeof(what), "%s/%s n=%d count %llu, %u CTAs, min %u, slot %u, whole %u, "
+                             "eager %u", mpccl_coll_name(d.coll), mpccl_algo_name((mpccl_algo_t)s.algo), n,
+                             (unsigned long long)d.count, G, min, slot, c.whole_bytes, c.eager_bytes);
+                    check_pieces(&s, 4, &c, links, n, what);
                 }
                 mpccl_sched_free(&s);
             }
@@ -615,7 +632,8 @@ static void check_small_pieces(const mpccl_sched_t *s, uint32_t es, uint32_t G, 
 {
     mpccl_proxy_due_t *due = NULL;
     uint32_t n = 0, msgs = 0, pieces = 0;
-    ck_assert_int_eq(mpccl_gpu_plan_pieces(s, es, G, min, slot, 0, links, nranks, &due, &n), MPCCL_OK);
+    const mpccl_gpu_cut_t c = {G, min, slot, 0, 0};
+    ck_assert_int_eq(mpccl_gpu_plan_pieces(s, es, &c, links, nranks, &due, &n), MPCCL_OK);
     for (uint32_t i = 0; i < s->nsteps; i++)
         msgs += (s->steps[i].kind == MPCCL_STEP_SEND || s->steps[i].kind == MPCCL_STEP_RECV) && s->steps[i].count;
     for (uint32_t k = 0; k < n; k++) {
