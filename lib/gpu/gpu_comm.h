@@ -68,12 +68,13 @@ typedef struct mpccl_gpu_comm {
  * rank, NVLINK / HOST for peers of the same node, PROXY with NULL pointers for
  * other nodes) and uploads it.  net: how this rank will move its pieces to
  * other nodes, which its geometry proposal follows: MPCCL_GPU_NET_DIRECT
- * GPU-direct (mpccl_gpu_proxy_direct_planned), else staged, with
+ * GPU-direct (mpccl_gpu_proxy_net), else staged, with
  * MPCCL_GPU_NET_EAGER where the network's rendezvous is dear (UCX over TCP:
  * eager pieces by default, devplan.h).  Every rank returns an error when any
  * rank failed. */
 #define MPCCL_GPU_NET_DIRECT 1
 #define MPCCL_GPU_NET_EAGER 2
+#define MPCCL_GPU_NET_FLUSH 4 /* with DIRECT: a NIC's writes are flushed before each hand-over */
 mpccl_status_t mpccl_gpu_comm_create(mpccl_bootstrap_t *bs, const mpccl_topo_t *topo, int cuda_dev, int net,
                                      mpccl_gpu_comm_t **out);
 /* Uploads links_host (e.g. after the proxy filled the PROXY links) and the

@@ -39,8 +39,8 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     comm->gpu = s;
     MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_kernels_load(comm->cuda_dev), st, out);
-    int net = comm->topo.nnodes > 1 ? mpccl_gpu_proxy_net(comm->cuda_dev) : 0;
-    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, net, &s->g), st, out);
+    if (comm->topo.nnodes > 1) s->net = mpccl_gpu_proxy_net(comm->cuda_dev, s->net_why, sizeof(s->net_why));
+    MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, s->net, &s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_abort_create(&s->g->abort), st, out);
     /* Between nodes the engine needs the proxy from the start; a node's peers
      * without P2P need it only for one-sided operations, so it waits for the

@@ -118,8 +118,9 @@ mpccl_status_t mpccl_gpu_attach_proxy(ncclComm_t comm, mpccl_gpu_state_t *s)
         mpccl_proxy_os_t os;
         mpccl_dev_link_t *os_links = NULL;
         mpccl_proxy_alloc_t alloc;
-        const char *why = "";
-        int direct = mpccl_gpu_proxy_memory(comm, &alloc, &why);
+        const char *why = s->net_why;
+        int direct = (s->net & MPCCL_GPU_NET_DIRECT) != 0;
+        mpccl_gpu_proxy_memory(comm, s->net, &alloc);
         MPCCL_CHECK_GOTO(mpccl_os_remote_create(comm, s->g->nslots, s->g->slot_bytes, &s->os_remote, &os, &os_links),
                          st, out);
         mpccl_transport_t *lanes[MPCCL_PROXY_MAX_LANES];

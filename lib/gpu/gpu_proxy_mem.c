@@ -82,77 +82,67 @@ static void device_flush(void *ctx)
                                              cudaFlushGPUDirectRDMAWritesToOwner);
 }
 
-/* Whether the CTAs' slots go to device memory; why, either way. */
-static int choose_direct(int dev, int *ordered, const char **why)
+/* Whether the CTAs' slots go to device memory; why, either way (into why,
+ * len bytes). */
+static int choose_direct(int dev, int *ordered, char *why, size_t len)
 {
     int mode = mpccl_ucx_gpu_direct_setting();
-    if (mode == MPCCL_GPU_DIRECT_OFF) return *why = "MPCCL_GPU_DIRECT=0", 0;
-    if (!mpccl_ucx_supports_cuda()) {
-        *why = mode == MPCCL_GPU_DIRECT_ON ? "MPCCL_GPU_DIRECT=1, but this UCX reports no CUDA memory support"
-                                 : "MPCCL_GPU_DIRECT=auto, and this UCX reports no CUDA memory support";
-        return 0;
-    }
+    const char *said = NULL;
+    if (mode == MPCCL_GPU_DIRECT_OFF) said = "MPCCL_GPU_DIRECT=0";
+    else if (!mpccl_ucx_supports_cuda())
+        said = mode == MPCCL_GPU_DIRECT_ON ? "MPCCL_GPU_DIRECT=1, but this UCX reports no CUDA memory support"
+                                           : "MPCCL_GPU_DIRECT=auto, and this UCX reports no CUDA memory support";
+    if (said) return snprintf(why, len, "%s", said), 0;
     int ordering = 0, flush_options = 0;
     (void)cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev);
     (void)cudaDeviceGetAttribute(&flush_options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev);
     *ordered = ordering >= cudaGPUDirectRDMAWritesOrderingOwner;
     if (!*ordered && !(flush_options & cudaFlushGPUDirectRDMAWritesOptionHost)) {
         (void)cudaGetLastError();
-        return *why = "the device neither orders nor flushes a NIC's writes", 0;
+        return snprintf(why, len, "the device neither orders nor flushes a NIC's writes"), 0;
     }
     if (mode == MPCCL_GPU_DIRECT_ON) {
-        *why = *ordered ? "MPCCL_GPU_DIRECT=1, UCX reports CUDA memory, the device orders a NIC's writes"
-                        : "MPCCL_GPU_DIRECT=1, UCX reports CUDA memory, a NIC's writes are flushed before each "
-                          "hand-over";
+        snprintf(why, len, "%s", *ordered ? "MPCCL_GPU_DIRECT=1, UCX reports CUDA memory, the device orders a "
+                                            "NIC's writes"
+                                          : "MPCCL_GPU_DIRECT=1, UCX reports CUDA memory, a NIC's writes are "
+                                            "flushed before each hand-over");
         static int warned;
         if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
             MPCCL_INFO(MPCCL_SUB_NET, "MPCCL_GPU_DIRECT=1: with UCX's cuda_copy or cuda_ipc transports, a kernel "
                        "the application loads lazily while a collective between nodes waits can stall it; "
                        "CUDA_MODULE_LOADING=EAGER avoids that (doc/GPU_DESIGN.md, GPU-direct)");
-    } else {
-        /* Without a NIC that reaches GPU memory, UCX would move it with its
-         * cuda_copy transport: CUDA copies on the proxy thread, which can
-         * wait behind the application's own work (doc/GPU_DESIGN.md). */
-        const char *nic = mpccl_ucx_gdr_nic();
-        if (!nic)
-            return *why = "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, but no network device that reads GPU "
-                          "memory itself (GPUDirect RDMA); host staging",
-                   0;
-        static __thread char buf[192]; /* the caller logs it at once */
-        snprintf(buf, sizeof(buf), "MPCCL_GPU_DIRECT=auto: UCX's %s reads GPU memory (GPUDirect RDMA), %s", nic,
-                 *ordered ? "the device orders its writes" : "its writes are flushed before each hand-over");
-        *why = buf;
+        return 1;
     }
+    /* Without a NIC that reaches GPU memory, UCX would move it with its
+     * cuda_copy transport: CUDA copies on the proxy thread, which can wait
+     * behind the application's own work (doc/GPU_DESIGN.md). */
+    const char *nic = mpccl_ucx_gdr_nic();
+    if (!nic)
+        return snprintf(why, len, "MPCCL_GPU_DIRECT=auto: UCX reports CUDA memory, but no network device that "
+                        "reads GPU memory itself (GPUDirect RDMA); host staging"), 0;
+    snprintf(why, len, "MPCCL_GPU_DIRECT=auto: UCX's %s reads GPU memory (GPUDirect RDMA), %s", nic,
+             *ordered ? "the device orders its writes" : "its writes are flushed before each hand-over");
     return 1;
 }
 
-int mpccl_gpu_proxy_direct_planned(int dev)
+int mpccl_gpu_proxy_net(int dev, char *why, size_t len)
 {
     int ordered = 0;
-    const char *why = NULL;
-    return choose_direct(dev, &ordered, &why);
-}
-
-int mpccl_gpu_proxy_net(int dev)
-{
-    if (mpccl_gpu_proxy_direct_planned(dev)) return MPCCL_GPU_NET_DIRECT;
+    if (choose_direct(dev, &ordered, why, len)) return MPCCL_GPU_NET_DIRECT | (ordered ? 0 : MPCCL_GPU_NET_FLUSH);
     return mpccl_ucx_gdr_nic() == NULL ? MPCCL_GPU_NET_EAGER : 0;
 }
 
-int mpccl_gpu_proxy_memory(ncclComm_t comm, mpccl_proxy_alloc_t *a, const char **why)
+void mpccl_gpu_proxy_memory(ncclComm_t comm, int net, mpccl_proxy_alloc_t *a)
 {
     memset(a, 0, sizeof(*a));
     a->alloc = pinned_alloc;
     a->free = pinned_free;
-    int ordered = 0;
-    if (comm->topo.nnodes == 1) return *why = "one node: the proxy serves one-sided operations only", 0;
-    if (!choose_direct(comm->cuda_dev, &ordered, why)) return 0;
+    if (!(net & MPCCL_GPU_NET_DIRECT)) return;
     a->alloc_slots = device_slots_alloc;
     a->free_slots = device_slots_free;
     a->slots_kind = MPCCL_REGION_DEVICE;
     a->bind = device_bind;
-    a->flush = ordered ? NULL : device_flush;
+    a->flush = net & MPCCL_GPU_NET_FLUSH ? device_flush : NULL;
     a->ctx = (void *)(intptr_t)(comm->cuda_dev + 1);
-    return 1;
 }
 #endif
