@@ -32,6 +32,8 @@ typedef struct {
     int host_mode;         /* MPCCL_SHIM_HOST: host buffers count as GPU buffers (tests) */
     int agree;             /* MPCCL_SHIM_AGREE: agreement step (1) or uniformity rule (0) */
     size_t min_bytes;      /* MPCCL_SHIM_MIN_BYTES */
+    int p2p;               /* MPCCL_SHIM_P2P: point-to-point on device buffers through the shim's protocol */
+    size_t eager_bytes;    /* MPCCL_SHIM_EAGER_BYTES: device messages up to this size go as staged copies */
     unsigned colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */
     int log_level;         /* MPCCL_DEBUG / NCCL_DEBUG: 0 none, 1 warn, 2 info, 3 trace */
     int log_shim;          /* SHIM selected by MPCCL_DEBUG_SUBSYS */
@@ -47,6 +49,8 @@ void mpccl_shim_log_once(shim_coll_t c, int reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 void mpccl_shim_count(shim_coll_t c, shim_route_t r);
+/* Point-to-point: send (1) or receive (0) side. */
+void mpccl_shim_count_p2p(int send, shim_route_t r);
 /* Logs the per-collective route counts at INFO (MPI_Finalize). */
 void mpccl_shim_summary(void);
 
@@ -59,6 +63,9 @@ extern __thread int mpccl_shim_depth;
 int mpccl_shim_is_device(const void *p);
 /* Can this process hold device buffers at all (CUDA loaded, or host mode)? */
 int mpccl_shim_gpu_process(void);
+/* cuPointerGetAttributes through the runtime's entry point (attrs is a
+ * CUpointer_attribute array); 0 when CUDA cannot answer. */
+int mpccl_shim_cu_attrs(const void *p, unsigned n, void *attrs, void **data);
 /* Host bounce buffers for the staged path (pinned when CUDA is there). */
 void *mpccl_shim_bounce_get(size_t bytes);
 void mpccl_shim_bounce_put(void *p);
@@ -164,6 +171,55 @@ int mpccl_shim_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, 
 int mpccl_shim_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
 
+/* ---- point-to-point and completion (shim_p2p.c, shim_wait.c) ---- */
+int mpccl_shim_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int mpccl_shim_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm);
+int mpccl_shim_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                     MPI_Request *request);
+int mpccl_shim_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                      MPI_Request *request);
+int mpccl_shim_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int mpccl_shim_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                     MPI_Request *request);
+int mpccl_shim_recv_mpi(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                        MPI_Status *status);
+int mpccl_shim_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                        void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+                        MPI_Status *status);
+int mpccl_shim_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
+                                int recvtag, MPI_Comm comm, MPI_Status *status);
+int mpccl_shim_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int mpccl_shim_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
+int mpccl_shim_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status);
+int mpccl_shim_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status);
+int mpccl_shim_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status);
+int mpccl_shim_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Request *request);
+int mpccl_shim_Send_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                         MPI_Request *request);
+int mpccl_shim_Ssend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                          MPI_Request *request);
+int mpccl_shim_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                         MPI_Request *request);
+int mpccl_shim_Start(MPI_Request *request);
+int mpccl_shim_Startall(int count, MPI_Request requests[]);
+int mpccl_shim_Request_free(MPI_Request *request);
+int mpccl_shim_Wait(MPI_Request *request, MPI_Status *status);
+int mpccl_shim_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]);
+int mpccl_shim_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status);
+int mpccl_shim_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]);
+int mpccl_shim_Test(MPI_Request *request, int *flag, MPI_Status *status);
+int mpccl_shim_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[]);
+int mpccl_shim_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status);
+int mpccl_shim_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]);
+int mpccl_shim_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
+int mpccl_shim_Cancel(MPI_Request *request);
+/* Persistent requests of the shim (shim_p2p.c), for the completion calls. */
+int mpccl_shim_persist_any(void);
+void mpccl_shim_persist_restore(MPI_Request *slot, MPI_Request before);
+
+/* Ends point-to-point: transfers still in flight get a few seconds, then
+ * the private communicator, IPC mappings and stashed messages go. */
+void mpccl_shim_p2p_fini(void);
 /* Tears down the cached communicators, logs the summary, then PMPI_Finalize. */
 int mpccl_shim_Finalize(void);
 

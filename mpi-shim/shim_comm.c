@@ -200,6 +200,7 @@ int mpccl_shim_Finalize(void)
     PMPI_Initialized(&init);
     PMPI_Finalized(&fini);
     if (init && !fini) {
+        mpccl_shim_p2p_fini();
         mpccl_shim_comm_fini();
         mpccl_shim_summary();
     }

@@ -102,6 +102,14 @@ static void settings_read(void)
         if (n < 0) SHIM_WARN("MPCCL_SHIM_MIN_BYTES=%s is not a size (e.g. 4096, 64k); using 0", v);
         else settings.min_bytes = (size_t)n;
     }
+    settings.p2p = 1;
+    if ((v = env2("MPCCL_SHIM_P2P", NULL))) settings.p2p = strcmp(v, "0") != 0;
+    settings.eager_bytes = 4096;
+    if ((v = env2("MPCCL_SHIM_EAGER_BYTES", NULL))) {
+        long long n = parse_size(v);
+        if (n < 0) SHIM_WARN("MPCCL_SHIM_EAGER_BYTES=%s is not a size (e.g. 4096, 64k); using 4096", v);
+        else settings.eager_bytes = (size_t)n;
+    }
     if ((v = env2("MPCCL_SHIM_COLLS", NULL))) {
         settings.colls = parse_colls(v, &bad);
         if (bad) SHIM_WARN("MPCCL_SHIM_COLLS=%s names an unknown collective; known: all, allreduce, reduce, bcast, "
@@ -167,12 +175,24 @@ void mpccl_shim_count(shim_coll_t c, shim_route_t r)
     atomic_fetch_add_explicit(&counts[c][r], 1, memory_order_relaxed);
 }
 
+/* Point-to-point, counted per side: mpi (host buffer, unchanged), mpccl
+ * (GPU to GPU through the envelope), staged (a host copy: eager, pushed). */
+static atomic_ullong p2p_counts[2][SHIM_NROUTES];
+
+void mpccl_shim_count_p2p(int send, shim_route_t r)
+{
+    atomic_fetch_add_explicit(&p2p_counts[send ? 0 : 1][r], 1, memory_order_relaxed);
+}
+
 /* Exported for tests and tools (dlsym): how many calls of collective `coll`
  * (shim.def name, e.g. "allreduce") took route "mpi", "mpccl" or "staged";
  * -1 for an unknown name. */
 SHIM_EXPORT long long mpcclShimCount(const char *coll, const char *route)
 {
     static const char *const routes[SHIM_NROUTES] = {"mpi", "mpccl", "staged"};
+    int side = !strcasecmp(coll, "send") ? 0 : !strcasecmp(coll, "recv") ? 1 : -1;
+    for (int r = 0; r < SHIM_NROUTES && side >= 0; r++)
+        if (!strcasecmp(route, routes[r])) return (long long)atomic_load(&p2p_counts[side][r]);
     for (int c = 0; c < SHIM_NCOLLS; c++) {
         if (strcasecmp(coll, coll_names[c])) continue;
         for (int r = 0; r < SHIM_NROUTES; r++)
@@ -192,6 +212,13 @@ void mpccl_shim_summary(void)
                            s = atomic_load(&counts[c][SHIM_ROUTE_STAGED]);
         if (m + n + s == 0) continue;
         o += (size_t)snprintf(line + o, sizeof(line) - o, " %s=%llu/%llu/%llu", coll_names[c], n, s, m);
+    }
+    for (int side = 0; side < 2 && o < sizeof(line); side++) {
+        unsigned long long m = atomic_load(&p2p_counts[side][SHIM_ROUTE_MPI]),
+                           n = atomic_load(&p2p_counts[side][SHIM_ROUTE_MPCCL]),
+                           s = atomic_load(&p2p_counts[side][SHIM_ROUTE_STAGED]);
+        if (m + n + s == 0) continue;
+        o += (size_t)snprintf(line + o, sizeof(line) - o, " %s=%llu/%llu/%llu", side ? "recv" : "send", n, s, m);
     }
     mpccl_shim_log(2, "summary (mpccl/staged/mpi):%s", o ? line : " no collective calls");
 }

@@ -105,6 +105,19 @@ static void range_add(uintptr_t start, size_t size)
 }
 #endif
 
+int mpccl_shim_cu_attrs(const void *p, unsigned n, void *attrs, void **data)
+{
+#ifdef MPCCL_HAVE_CUDA
+    if (!mpccl_shim_gpu_process()) return 0;
+    pthread_once(&attrs_once, attrs_resolve);
+    if (get_attrs == NULL) return 0;
+    return get_attrs(n, (CUpointer_attribute *)attrs, data, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
+#else
+    (void)p, (void)n, (void)attrs, (void)data;
+    return 0;
+#endif
+}
+
 int mpccl_shim_is_device(const void *p)
 {
     if (p == NULL) return 0;
@@ -155,9 +168,9 @@ static void bounce_free(void *p)
     free(p);
 }
 
-/* A few bounces are kept: pinning is slow (milliseconds for large buffers),
- * and a staged call uses at most two. */
-#define POOL 8
+/* Bounces are kept: pinning is slow (milliseconds for large buffers); a
+ * staged collective uses two, point-to-point one per message in flight. */
+#define POOL 32
 static struct { void *p; size_t bytes; int busy; } pool[POOL];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 

@@ -1,0 +1,43 @@
+/* The envelope of a device-buffer message: sealing and recognising it.
+ *
+ * A receive cannot know in advance whether its message is data or an
+ * envelope, so an envelope must be recognisable from its bytes alone: it is
+ * exactly SHIM_ENV_BYTES long, starts with a magic word and ends with a
+ * checksum of the rest.  Plain data of that very length passes both by chance
+ * with probability about 2^-128.  The parser takes any bytes (they come from
+ * another process) and never trusts a field it has not checked. */
+#include <string.h>
+
+#include "shim_p2p.h"
+
+/* FNV-1a, 64 bits, over everything but the checksum, seeded apart from the
+ * magic so that a zeroed envelope does not check. */
+static uint64_t env_hash(const shim_env_t *e)
+{
+    const unsigned char *p = (const unsigned char *)e;
+    uint64_t h = 0xcbf29ce484222325ULL ^ 0x5eedULL;
+    for (size_t i = 0; i < offsetof(shim_env_t, check); i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+void mpccl_shim_env_seal(shim_env_t *e)
+{
+    e->magic = SHIM_ENV_MAGIC;
+    e->check = env_hash(e);
+}
+
+int mpccl_shim_env_parse(const void *p, size_t bytes, shim_env_t *out)
+{
+    shim_env_t e;
+    if (p == NULL || bytes != SHIM_ENV_BYTES) return 0;
+    memcpy(&e, p, sizeof(e)); /* p may be unaligned (a user's buffer) */
+    if (e.magic != SHIM_ENV_MAGIC || e.check != env_hash(&e)) return 0;
+    if (e.kind != SHIM_ENV_IPC && e.kind != SHIM_ENV_PUSH) return 0;
+    if (e.tag == 0 || (e.tag & 1) || e.tag >= 0x7fffffffu) return 0;
+    if (e.offset > e.bytes + e.offset) return 0; /* wraps */
+    *out = e;
+    return 1;
+}
