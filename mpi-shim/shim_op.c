@@ -149,7 +149,16 @@ int mpccl_shim_progress(void)
     if (atomic_load(&nactive) == 0) return 0;
     /* One thread progresses at a time; the others go on waiting. */
     if (pthread_mutex_trylock(&ops_lock) != 0) return 0;
-    for (shim_op_t *op = active; op; op = op->next) {
+    for (shim_op_t *op = active, *next; op; op = next) {
+        next = op->next;
+        if (op->poll && op->ireq == MPI_REQUEST_NULL) {
+            if (op->poll(op)) {
+                if (op->finish) op->finish(op);
+                mpccl_shim_op_finish(op);
+                finished++;
+            }
+            continue;
+        }
         if (op->ireq == MPI_REQUEST_NULL) continue;
         if (atomic_load(&op->cancel_asked) && op->cancellable) {
             PMPI_Cancel(&op->ireq);
@@ -165,8 +174,8 @@ int mpccl_shim_progress(void)
         for (int i = 0; i < out; i++) {
             shim_op_t *op = ops[idx[i]];
             op->ireq = MPI_REQUEST_NULL;
-            op->step(op, &sts[i]);
-            finished += atomic_load(&op->done) != 0;
+            op->step(op, &sts[i]); /* may free op */
+            finished++;
         }
     }
     pthread_mutex_unlock(&ops_lock);

@@ -154,20 +154,13 @@ int mpccl_shim_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest,
      * (GPU to GPU) until our send completes. */
     char *tmp = scratch_get(span, device);
     if (tmp == NULL) return MPI_ERR_NO_MEM;
-    int rc = MPI_SUCCESS;
-    if (!device) memcpy(tmp, (char *)buf + lb, span); /* holes of the type keep their bytes */
-#ifdef MPCCL_HAVE_CUDA
-    else if (cudaMemcpy(tmp, (char *)buf + lb, span, cudaMemcpyDefault) != cudaSuccess) rc = MPI_ERR_OTHER;
-#endif
+    /* holes of the type keep their bytes */
+    int rc = device ? mpccl_shim_copy(tmp, (char *)buf + lb, span) : (memcpy(tmp, (char *)buf + lb, span), 0);
     if (rc == MPI_SUCCESS)
         rc = sendrecv(buf, count, dt, dest, sendtag, tmp - lb, count, dt, source, recvtag, comm, status,
                       "MPI_Sendrecv_replace");
-    if (rc == MPI_SUCCESS) {
-        if (!device) memcpy((char *)buf + lb, tmp, span);
-#ifdef MPCCL_HAVE_CUDA
-        else if (cudaMemcpy((char *)buf + lb, tmp, span, cudaMemcpyDefault) != cudaSuccess) rc = MPI_ERR_OTHER;
-#endif
-    }
+    if (rc == MPI_SUCCESS)
+        rc = device ? mpccl_shim_copy((char *)buf + lb, tmp, span) : (memcpy((char *)buf + lb, tmp, span), 0);
     scratch_put(tmp, device);
     return rc;
 }

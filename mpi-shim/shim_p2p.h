@@ -99,6 +99,11 @@ typedef void (*shim_step_fn)(shim_op_t *op, MPI_Status *st);
 struct shim_op {
     MPI_Request ireq;        /* internal request being waited on, or MPI_REQUEST_NULL */
     shim_step_fn step;
+    /* Or, with no internal request: polled until it says done (GPU work of
+     * a nonblocking collective); then finish runs, and ctx is its state. */
+    int (*poll)(shim_op_t *op);
+    void (*finish)(shim_op_t *op);
+    void *ctx;
     MPI_Request greq;        /* the user's handle (generalized request); NULL for blocking calls */
     const char *what;        /* "MPI_Send", ... for messages */
     MPI_Comm comm;
@@ -136,7 +141,7 @@ int mpccl_shim_op_handle(shim_op_t *op, MPI_Request *req);
 void mpccl_shim_op_finish(shim_op_t *op);
 /* Frees a finished blocking op (no handle). */
 void mpccl_shim_op_free(shim_op_t *op);
-/* Progresses every active operation once; returns how many finished. */
+/* Progresses every active operation once; returns how many moved. */
 int mpccl_shim_progress(void);
 /* Are there operations in flight (then waits must progress them)? */
 int mpccl_shim_ops_active(void);
