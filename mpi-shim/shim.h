@@ -213,6 +213,7 @@ int mpccl_shim_Testany(int count, MPI_Request requests[], int *index, int *flag,
 int mpccl_shim_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]);
 int mpccl_shim_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
 int mpccl_shim_Cancel(MPI_Request *request);
+int mpccl_shim_Barrier(MPI_Comm comm);
 /* Persistent requests of the shim (shim_p2p.c), for the completion calls. */
 int mpccl_shim_persist_any(void);
 void mpccl_shim_persist_restore(MPI_Request *slot, MPI_Request before);

@@ -49,3 +49,15 @@ SHIM_INIT_ALIAS(mpccl_shim_f_init_thread, mpi_init_thread_)
 SHIM_INIT_ALIAS(mpccl_shim_f_init_thread, mpi_init_thread__)
 SHIM_INIT_ALIAS(mpccl_shim_f_init_thread, MPI_INIT_THREAD)
 SHIM_INIT_ALIAS(mpccl_shim_f_init_thread, mpi_init_thread_f08_)
+
+/* Codes that check for a CUDA-aware MPI at run time (Open MPI's extension)
+ * get yes while the shim moves device buffers: that is what it is for. */
+int MPIX_Query_cuda_support(void) SHIM_EXPORT;
+int MPIX_Query_cuda_support(void)
+{
+#ifdef MPCCL_HAVE_CUDA
+    return mpccl_shim_settings()->enabled && mpccl_shim_settings()->p2p;
+#else
+    return 0;
+#endif
+}

@@ -72,7 +72,9 @@ static int greq_query(void *extra, MPI_Status *st)
 {
     shim_op_t *op = extra;
     mpccl_shim_op_status(op, st);
-    return op->error;
+    /* errors reach the user through the completion call (shim_wait.c) */
+    if (st != MPI_STATUS_IGNORE) st->MPI_ERROR = MPI_SUCCESS;
+    return MPI_SUCCESS;
 }
 
 static int greq_free(void *extra)
@@ -116,6 +118,7 @@ void mpccl_shim_op_finish(shim_op_t *op)
     MPI_Request g = op->greq;
     int released = atomic_load(&op->released);
     atomic_store(&op->done, 1);
+    if (g != MPI_REQUEST_NULL && op->error != MPI_SUCCESS) mpccl_shim_failed_add(g, op->comm, op->error);
     if (g != MPI_REQUEST_NULL) {
         /* May free op (the user already freed the request): not touched after. */
         PMPI_Grequest_complete(g);

@@ -187,5 +187,7 @@ void mpccl_shim_stash_fini(void);
 /* Waits for an MPI request, progressing the shim's transfers meanwhile. */
 int mpccl_shim_wait_mpi(MPI_Request *req, MPI_Status *st);
 pthread_mutex_t *mpccl_shim_ops_lock(void);
+/* A transfer whose user request req completes with an error on comm. */
+void mpccl_shim_failed_add(MPI_Request req, MPI_Comm comm, int error);
 
 #endif

@@ -336,7 +336,11 @@ int mpccl_shim_recv_launch(shim_op_t *op, MPI_Request *req, MPI_Status *status)
     if (req) return MPI_SUCCESS;
     rc = mpccl_shim_op_wait(op);
     mpccl_shim_op_status(op, status);
+    MPI_Comm comm = op->comm;
     mpccl_shim_op_free(op);
+    /* our own failures (a truncated envelope, a dead peer) go through the
+     * communicator's handler, as MPI's do */
+    if (rc != MPI_SUCCESS && comm != MPI_COMM_NULL) PMPI_Comm_call_errhandler(comm, rc);
     return rc;
 }
 

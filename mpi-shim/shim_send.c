@@ -67,9 +67,10 @@ static int launch(shim_op_t *op, MPI_Request *req)
     mpccl_shim_op_start(op);
     if (req) return MPI_SUCCESS;
     rc = mpccl_shim_op_wait(op);
-    int dead = op->dead_peer;
+    MPI_Comm comm = op->comm;
     mpccl_shim_op_free(op);
-    if (rc != MPI_SUCCESS && dead) rc = MPI_ERR_OTHER;
+    /* our own failures go through the communicator's handler, as MPI's do */
+    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
     return rc;
 }
 
