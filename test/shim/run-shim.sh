@@ -100,7 +100,7 @@ if [ -n "$fc" ]; then
         run 2 -- "$exe"
         run 3 MPCCL_SHIM_HOST=1 MPCCL_DEBUG=INFO MPCCL_DEBUG_SUBSYS=SHIM -- "$exe" && {
             for c in allreduce reduce bcast allgather reduce_scatter_block reduce_scatter alltoall gather scatter \
-                iallreduce; do
+                iallreduce allgatherv scan; do
                 summary_has_mpccl $c
             done
         }
