@@ -4,14 +4,15 @@
  * v-collectives at counts 0, 1 and primes differing per rank, in packed and
  * gapped, reversed layouts (negative displacements too), gaps checked unchanged.
  *
- *   test_shim [--gpu] [--expect none|mpi|route] [--quick]
+ *   test_shim [--gpu] [--expect none|mpi|route|staged] [--quick]
  *
  * --gpu       buffers from cudaMalloc (exit 77 without a usable GPU)
  * --expect    what the shim's counters (mpcclShimCount, found with dlsym) must
  *             show at the end: none = no shim loaded; mpi = shim loaded and
  *             transparent (everything passed to MPI); route = every collective
  *             went through mpccl at least once and the ineligible cases were
- *             staged (MPCCL_SHIM_HOST=1 on host buffers, or --gpu)
+ *             staged (MPCCL_SHIM_HOST=1 on host buffers, or --gpu); staged =
+ *             every call staged, none through mpccl (MPCCL_SHIM_COLLS=^all)
  * --quick     fewer datatypes on the secondary communicators
  * Seed: MPCCL_TEST_SEED (default 20261121), printed by rank 0. */
 #define _GNU_SOURCE
@@ -670,6 +671,8 @@ static void check_counters(const char *mode)
             FAIL("%s: transparent mode must pass every call to MPI (mpccl %lld, staged %lld, mpi %lld)", colls[i], r, s,
                  m);
         if (!strcmp(mode, "route") && r == 0) FAIL("%s: no call went through mpccl", colls[i]);
+        if (!strcmp(mode, "staged") && (r != 0 || s == 0))
+            FAIL("%s: MPCCL_SHIM_COLLS=^all must stage every call (mpccl %lld, staged %lld)", colls[i], r, s);
     }
     if (!strcmp(mode, "route")) {
         /* MPI_BAND and MPI_SHORT reductions, vector types: MPI on staged copies */
@@ -692,7 +695,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--expect") && i + 1 < argc) mode = argv[++i];
         else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s [--gpu] [--expect none|mpi|route] [--quick]\n", argv[0]);
+            if (world_rank == 0)
+                fprintf(stderr, "usage: %s [--gpu] [--expect none|mpi|route|staged] [--quick]\n", argv[0]);
             MPI_Finalize();
             return 99;
         }
