@@ -5,6 +5,7 @@
 #define MPCCL_SHIM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <mpi.h>
 
 #include "nccl.h"
@@ -19,8 +20,10 @@
 typedef enum {
     SHIM_ALLREDUCE, SHIM_REDUCE, SHIM_BCAST, SHIM_ALLGATHER, SHIM_REDUCE_SCATTER_BLOCK,
     SHIM_REDUCE_SCATTER, SHIM_ALLTOALL, SHIM_GATHER, SHIM_SCATTER, SHIM_IALLREDUCE,
-    SHIM_IBCAST, SHIM_IALLGATHER, SHIM_NCOLLS
+    SHIM_IBCAST, SHIM_IALLGATHER, SHIM_ALLGATHERV, SHIM_ALLTOALLV, SHIM_GATHERV, SHIM_SCATTERV, SHIM_SCAN,
+    SHIM_EXSCAN, SHIM_NCOLLS
 } shim_coll_t;
+_Static_assert(SHIM_NCOLLS <= 64, "MPCCL_SHIM_COLLS keeps one bit per collective in a uint64_t");
 const char *mpccl_shim_coll_name(shim_coll_t c);
 
 /* The routes a call can take (counted per collective). */
@@ -34,7 +37,7 @@ typedef struct {
     size_t min_bytes;      /* MPCCL_SHIM_MIN_BYTES */
     int p2p;               /* MPCCL_SHIM_P2P: point-to-point on device buffers through the shim's protocol */
     size_t eager_bytes;    /* MPCCL_SHIM_EAGER_BYTES: device messages up to this size go as staged copies */
-    unsigned colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */
+    uint64_t colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */
     int log_level;         /* MPCCL_DEBUG / NCCL_DEBUG: 0 none, 1 warn, 2 info, 3 trace */
     int log_shim;          /* SHIM selected by MPCCL_DEBUG_SUBSYS */
 } shim_settings_t;
@@ -88,6 +91,7 @@ typedef struct shim_comm {
     void *stream;          /* cudaStream_t of a GPU communicator, NULL on host ones */
     int rank, size;
     int linked; /* on the list MPI_Finalize walks */
+    void *ident;           /* identity-element buffers of the scans (shim_collv.c) */
     struct shim_comm *next, *prev;
 } shim_comm_t;
 /* The mpccl communicator cached on comm, created on first use (collective:
@@ -115,6 +119,10 @@ typedef struct {
     MPI_Comm comm;
     int rank, size;
     int ok;                /* eligible for mpccl on this rank (types, op, size, alignment) */
+    /* In: this rank could take the call's collective form (v-collectives whose
+     * blocks are equal and packed).  Out of mpccl_shim_decide: every rank can
+     * (only the agreement step can tell; 0 without it). */
+    int fast;
     int nbuf;
     shim_buf_t buf[SHIM_MAXBUF];
 } shim_call_t;
@@ -124,6 +132,9 @@ typedef struct {
 int mpccl_shim_begin(shim_call_t *c, shim_coll_t coll, MPI_Comm comm);
 /* Records a significant buffer (count elements of dt); NULL/0 ones are skipped. */
 void mpccl_shim_buf(shim_call_t *c, const void *p, size_t count, MPI_Datatype dt, int dir);
+/* The same for bytes bytes starting lb bytes from p (lb may be negative: MPI
+ * displacements may point before the buffer's address). */
+void mpccl_shim_buf_span(shim_call_t *c, const void *p, ptrdiff_t lb, size_t bytes, int dir);
 /* Marks the call ineligible for mpccl, logging why once. */
 void mpccl_shim_reject(shim_call_t *c, int reason, const char *why);
 /* Applies MIN_BYTES / COLLS and (in agreement mode) agrees across the
@@ -221,6 +232,22 @@ void mpccl_shim_persist_restore(MPI_Request *slot, MPI_Request before);
 /* Ends point-to-point: transfers still in flight get a few seconds, then
  * the private communicator, IPC mappings and stashed messages go. */
 void mpccl_shim_p2p_fini(void);
+/* ---- v-collectives and scans (shim_collv.c) ---- */
+int mpccl_shim_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                          const int *recvcounts, const int *displs, MPI_Datatype recvtype, MPI_Comm comm);
+int mpccl_shim_Alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
+                         void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype,
+                         MPI_Comm comm);
+int mpccl_shim_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                       const int *recvcounts, const int *displs, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int mpccl_shim_Scatterv(const void *sendbuf, const int *sendcounts, const int *displs, MPI_Datatype sendtype,
+                        void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int mpccl_shim_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int mpccl_shim_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                      MPI_Comm comm);
+/* Frees a communicator's identity buffers (its teardown). */
+void mpccl_shim_ident_free(shim_comm_t *sc);
+
 /* Tears down the cached communicators, logs the summary, then PMPI_Finalize. */
 int mpccl_shim_Finalize(void);
 

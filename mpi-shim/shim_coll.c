@@ -6,126 +6,13 @@
  * count, which MPI makes equal on every rank).  Nonblocking calls that go
  * through mpccl or staging complete inside the call and return a completed
  * generalized request (doc/SHIM.md). */
-#include <stdint.h>
-#include <string.h>
-
-#include "shim.h"
-
-#ifdef MPCCL_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
-/* ---- eligibility helpers ---- */
-
-static int check_count(shim_call_t *c, int count)
-{
-    if (count < 0) mpccl_shim_reject(c, SHIM_WHY_ARG, "negative count (MPI reports it)");
-    return count > 0 ? count : 0;
-}
-
-static int check_root(shim_call_t *c, int root)
-{
-    if (root < 0 || root >= c->size) {
-        mpccl_shim_reject(c, SHIM_WHY_ARG, "root out of range (MPI reports it)");
-        return 0;
-    }
-    return root == c->rank;
-}
-
-/* Element type and size of a reduction; 0 size when not eligible. */
-static size_t check_reduce(shim_call_t *c, MPI_Datatype dt, MPI_Op op, ncclDataType_t *nt, ncclRedOp_t *no)
-{
-    size_t sz = 0;
-    if (!mpccl_shim_reduce_type(dt, nt) || !mpccl_shim_contiguous(dt, &sz)) {
-        mpccl_shim_reject(c, SHIM_WHY_TYPE, "datatype is not one mpccl reduces");
-        return 0;
-    }
-    if (!mpccl_shim_reduce_op(op, no)) mpccl_shim_reject(c, SHIM_WHY_OP, "op is not MPI_SUM/PROD/MAX/MIN");
-    return sz;
-}
-
-/* Bytes of count elements of a contiguous type; 0 (and rejected) otherwise. */
-static size_t check_bytes(shim_call_t *c, int count, MPI_Datatype dt)
-{
-    size_t sz = 0;
-    if (!mpccl_shim_contiguous(dt, &sz)) {
-        mpccl_shim_reject(c, SHIM_WHY_NONCONTIG, "datatype is not contiguous");
-        return 0;
-    }
-    return (size_t)(count > 0 ? count : 0) * sz;
-}
-
-/* Raw element for a block of b bytes: equal on every rank. */
-static size_t move_esize(size_t b, ncclDataType_t *t)
-{
-    if (b % 8 == 0) return *t = ncclUint64, 8;
-    if (b % 4 == 0) return *t = ncclUint32, 4;
-    return *t = ncclUint8, 1;
-}
-
-/* GPU kernels load whole elements: every buffer must be aligned to them. */
-static void check_align(shim_call_t *c, size_t esize)
-{
-    for (int i = 0; i < c->nbuf && esize > 1; i++)
-        if ((uintptr_t)c->buf[i].user % esize)
-            mpccl_shim_reject(c, SHIM_WHY_ALIGN, "buffer not aligned to its elements");
-}
-
-/* ---- the mpccl route ---- */
-
-typedef struct {
-    shim_call_t *c;
-    shim_comm_t *sc;
-} route_t;
-
-static int route_begin(route_t *r, shim_call_t *c)
-{
-    r->c = c;
-    int rc = mpccl_shim_comm_get(c->comm, &r->sc);
-    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(c->comm, rc);
-    else mpccl_shim_depth++;
-    return rc;
-}
-
-static int route_end(route_t *r, ncclResult_t res, const char *what)
-{
-    mpccl_shim_depth--;
-    return mpccl_shim_comm_finish(r->sc, res, r->c->comm, what);
-}
+#include "shim_coll_util.h"
 
 /* Moves this rank's block to the front of the buffer after an in-place
  * reduce-scatter (MPI keeps it at offset 0, NCCL at offset rank). */
 static ncclResult_t move_front(route_t *r, char *buf, size_t off, size_t bytes)
 {
-    if (off == 0 || bytes == 0) return ncclSuccess;
-#ifdef MPCCL_HAVE_CUDA
-    if (r->sc->stream) {
-        cudaError_t e = cudaMemcpyAsync(buf, buf + off, bytes, cudaMemcpyDefault, (cudaStream_t)r->sc->stream);
-        if (e == cudaSuccess) return ncclSuccess;
-        (void)cudaGetLastError();
-        return ncclUnhandledCudaError;
-    }
-#endif
-    memmove(buf, buf + off, bytes);
-    return ncclSuccess;
-}
-
-#define STAGED(c, call)                                      \
-    do {                                                     \
-        int rc_ = mpccl_shim_stage_in(c);                    \
-        if (rc_ == MPI_SUCCESS) rc_ = (call);                \
-        rc_ = mpccl_shim_stage_out(c, rc_);                  \
-        if (rc_ == MPI_SUCCESS && req) rc_ = mpccl_shim_done_request(req); \
-        return rc_;                                          \
-    } while (0)
-
-#define H(c, p) mpccl_shim_host(c, p)
-#define IP(p, c) ((p) == MPI_IN_PLACE ? MPI_IN_PLACE : H(c, p))
-
-static int finish_route(route_t *r, ncclResult_t res, const char *what, MPI_Request *req)
-{
-    int rc = route_end(r, res, what);
-    return rc == MPI_SUCCESS && req ? mpccl_shim_done_request(req) : rc;
+    return off == 0 ? ncclSuccess : stream_copy(r, buf, buf + off, bytes);
 }
 
 /* ---- reductions ---- */

@@ -58,6 +58,7 @@ static void comm_close(shim_comm_t *sc)
     ncclResult_t r = ncclCommDestroy(sc->nccl);
     mpccl_shim_depth--;
     if (r != ncclSuccess) SHIM_WARN("ncclCommDestroy: %s (%s)", ncclGetErrorString(r), ncclGetLastError(sc->nccl));
+    mpccl_shim_ident_free(sc);
 #ifdef MPCCL_HAVE_CUDA
     if (sc->stream) cudaStreamDestroy((cudaStream_t)sc->stream);
 #endif

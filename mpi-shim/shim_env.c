@@ -20,7 +20,8 @@ __thread int mpccl_shim_depth;
 
 static const char *const coll_names[SHIM_NCOLLS] = {
     "allreduce", "reduce", "bcast", "allgather", "reduce_scatter_block", "reduce_scatter",
-    "alltoall", "gather", "scatter", "iallreduce", "ibcast", "iallgather"};
+    "alltoall", "gather", "scatter", "iallreduce", "ibcast", "iallgather", "allgatherv", "alltoallv", "gatherv",
+    "scatterv", "scan", "exscan"};
 
 const char *mpccl_shim_coll_name(shim_coll_t c)
 {
@@ -49,24 +50,26 @@ static long long parse_size(const char *s)
     return *end ? -1 : v;
 }
 
+#define ALL_COLLS ((SHIM_NCOLLS >= 64 ? 0 : UINT64_C(1) << SHIM_NCOLLS) - 1)
+
 /* "all", a comma list of names, or ^list (all but those). */
-static unsigned parse_colls(const char *s, int *bad)
+static uint64_t parse_colls(const char *s, int *bad)
 {
     int exclude = (*s == '^');
-    unsigned mask = 0;
+    uint64_t mask = 0;
     char buf[512], *save = NULL;
     snprintf(buf, sizeof(buf), "%s", s + exclude);
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int found = 0;
         if (!strcasecmp(tok, "all")) {
-            mask = (1u << SHIM_NCOLLS) - 1;
+            mask = ALL_COLLS;
             continue;
         }
         for (int c = 0; c < SHIM_NCOLLS; c++)
-            if (!strcasecmp(tok, coll_names[c])) mask |= 1u << c, found = 1;
+            if (!strcasecmp(tok, coll_names[c])) mask |= UINT64_C(1) << c, found = 1;
         if (!found) *bad = 1;
     }
-    return exclude ? ((1u << SHIM_NCOLLS) - 1) & ~mask : mask;
+    return exclude ? ALL_COLLS & ~mask : mask;
 }
 
 static shim_settings_t settings;
@@ -81,7 +84,7 @@ static void settings_read(void)
     settings_reading = 1;
     settings.enabled = 1;
     settings.agree = 1;
-    settings.colls = (1u << SHIM_NCOLLS) - 1;
+    settings.colls = ALL_COLLS;
     if ((v = env2("MPCCL_SHIM", NULL))) settings.enabled = strcmp(v, "0") != 0;
     if ((v = env2("MPCCL_SHIM_HOST", NULL))) settings.host_mode = strcmp(v, "0") != 0;
     if ((v = env2("MPCCL_SHIM_AGREE", NULL))) settings.agree = strcmp(v, "0") != 0;
@@ -112,9 +115,13 @@ static void settings_read(void)
     }
     if ((v = env2("MPCCL_SHIM_COLLS", NULL))) {
         settings.colls = parse_colls(v, &bad);
-        if (bad) SHIM_WARN("MPCCL_SHIM_COLLS=%s names an unknown collective; known: all, allreduce, reduce, bcast, "
-                           "allgather, reduce_scatter_block, reduce_scatter, alltoall, gather, scatter, iallreduce, "
-                           "ibcast, iallgather", v);
+        if (bad) {
+            char known[512];
+            size_t o = (size_t)snprintf(known, sizeof(known), "all");
+            for (int c = 0; c < SHIM_NCOLLS && o < sizeof(known); c++)
+                o += (size_t)snprintf(known + o, sizeof(known) - o, ", %s", coll_names[c]);
+            SHIM_WARN("MPCCL_SHIM_COLLS=%s names an unknown collective; known: %s", v, known);
+        }
     }
     settings_reading = 0;
 }

@@ -7,7 +7,8 @@
  * can; MPI unchanged when every rank has host buffers; otherwise MPI with the
  * device buffers staged.  MPCCL_SHIM_AGREE=0 drops that step and trusts the
  * uniformity rule (every rank passes the same kind of memory and the same
- * eligibility), see doc/SHIM.md for the measured cost. */
+ * eligibility), see doc/SHIM.md for the measured cost.  A fourth bit agrees
+ * whether a v-collective may take its collective form (shim_collv.c). */
 #include <stdint.h>
 #include <string.h>
 
@@ -42,6 +43,18 @@ void mpccl_shim_buf(shim_call_t *c, const void *p, size_t count, MPI_Datatype dt
     c->nbuf++;
 }
 
+void mpccl_shim_buf_span(shim_call_t *c, const void *p, ptrdiff_t lb, size_t bytes, int dir)
+{
+    if (p == NULL || p == MPI_IN_PLACE || bytes == 0 || c->nbuf == SHIM_MAXBUF) return;
+    shim_buf_t *b = &c->buf[c->nbuf++];
+    b->user = b->host = (void *)p;
+    b->dir = dir;
+    b->lb = lb;
+    b->bytes = bytes;
+    /* the first byte touched: with a negative lb, p may lie outside the allocation */
+    b->device = mpccl_shim_is_device((const char *)p + lb);
+}
+
 void mpccl_shim_reject(shim_call_t *c, int reason, const char *why)
 {
     if (!c->ok) return;
@@ -54,13 +67,20 @@ shim_route_t mpccl_shim_decide(shim_call_t *c, size_t bytes)
 {
     const shim_settings_t *s = mpccl_shim_settings();
     int anydev = 0, v;
-    if (!(s->colls & (1u << c->coll))) mpccl_shim_reject(c, SHIM_WHY_COLLS, "not in MPCCL_SHIM_COLLS");
+    if (!(s->colls & (UINT64_C(1) << c->coll))) mpccl_shim_reject(c, SHIM_WHY_COLLS, "not in MPCCL_SHIM_COLLS");
     if (bytes < s->min_bytes) mpccl_shim_reject(c, SHIM_WHY_SMALL, "below MPCCL_SHIM_MIN_BYTES");
     for (int i = 0; i < c->nbuf; i++) anydev |= c->buf[i].device;
-    v = (anydev ? 2 : 1) | (c->ok ? 4 : 0);
+    /* A rank with no significant buffer (a v-collective with nothing to move
+     * here) goes along with the others: in the agreement it claims both kinds
+     * of memory; without it, device memory in a GPU process (uniformity rule). */
+    int none = c->nbuf == 0;
+    if (none && !s->agree) anydev = mpccl_shim_gpu_process();
+    v = (none && s->agree ? 3 : anydev ? 2 : 1) | (c->ok ? 4 : 0) | (c->fast ? 8 : 0);
+    c->fast = 0; /* set again from the agreed value */
     if (s->agree) {
         if (PMPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_BAND, c->comm) != MPI_SUCCESS)
             v = anydev ? 2 : 1; /* MPI will report the problem on the call itself */
+        c->fast = (v & 8) != 0;
         if (anydev && c->ok && (v & 6) != 6)
             mpccl_shim_log_once(c->coll, SHIM_WHY_PEER, "%s: not through mpccl: another rank passed host memory "
                                 "or cannot use mpccl for it (logged once)", mpccl_shim_coll_name(c->coll));

@@ -6,7 +6,7 @@
 #      collective goes through mpccl's host path (counters checked by the
 #      program; the INFO summary at MPI_Finalize checked here)
 #   3. MPCCL_SHIM_AGREE=0 (uniformity rule instead of the agreement step)
-#   4. MPCCL_SHIM=0: everything to MPI
+#   4. MPCCL_SHIM=0: everything to MPI; MPCCL_SHIM_COLLS=^all: everything staged
 #   5. Fortran (mpif.h and mpi_f08) through the host path
 # Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
 top_builddir=${top_builddir:-.}
@@ -76,6 +76,8 @@ for np in 1 2 3 4; do
 done
 run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_AGREE=0 -- "$prog" --quick --expect route
 run 2 MPCCL_SHIM=0 MPCCL_SHIM_HOST=1 -- "$prog" --quick --expect mpi
+# every collective on the staged route (bounces, spans of v-collectives)
+run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_COLLS=^all -- "$prog" --quick --expect staged
 
 # Fortran: built here (configure does not look for a Fortran compiler)
 fc=$(command -v mpif90 2>/dev/null)
@@ -100,7 +102,7 @@ if [ -n "$fc" ]; then
         run 2 -- "$exe"
         run 3 MPCCL_SHIM_HOST=1 MPCCL_DEBUG=INFO MPCCL_DEBUG_SUBSYS=SHIM -- "$exe" && {
             for c in allreduce reduce bcast allgather reduce_scatter_block reduce_scatter alltoall gather scatter \
-                iallreduce; do
+                iallreduce allgatherv scan; do
                 summary_has_mpccl $c
             done
         }

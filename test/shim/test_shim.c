@@ -1,19 +1,23 @@
 /* Every collective libmpccl_shim.so intercepts, checked against values computed
  * here on the host, for every datatype/op the shim maps (and some it must not),
- * MPI_IN_PLACE, every root, world/split/dup communicators and a freed dup.
+ * MPI_IN_PLACE, every root, world/split/dup communicators and a freed dup; the
+ * v-collectives at counts 0, 1 and primes differing per rank, in packed and
+ * gapped, reversed layouts (negative displacements too), gaps checked unchanged.
  *
- *   test_shim [--gpu] [--expect none|mpi|route] [--quick]
+ *   test_shim [--gpu] [--expect none|mpi|route|staged] [--quick]
  *
  * --gpu       buffers from cudaMalloc (exit 77 without a usable GPU)
  * --expect    what the shim's counters (mpcclShimCount, found with dlsym) must
  *             show at the end: none = no shim loaded; mpi = shim loaded and
  *             transparent (everything passed to MPI); route = every collective
  *             went through mpccl at least once and the ineligible cases were
- *             staged (MPCCL_SHIM_HOST=1 on host buffers, or --gpu)
+ *             staged (MPCCL_SHIM_HOST=1 on host buffers, or --gpu); staged =
+ *             every call staged, none through mpccl (MPCCL_SHIM_COLLS=^all)
  * --quick     fewer datatypes on the secondary communicators
  * Seed: MPCCL_TEST_SEED (default 20261121), printed by rank 0. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -353,6 +357,183 @@ static void check_move(MPI_Comm comm, mv_t kind, MPI_Datatype st, int scount, MP
     free(hs), free(hr);
 }
 
+/* ---- v-collectives: counts per (sender, receiver), local layouts ---- */
+typedef enum { V_ALLGATHERV, V_ALLTOALLV, V_GATHERV, V_SCATTERV } vk_t;
+static const char *const v_names[] = {"Allgatherv", "Alltoallv", "Gatherv", "Scatterv"};
+static const char *const layout_names[] = {"packed equal", "unequal, gaps, reversed, negative displs",
+                                           "equal with gaps", "unequal packed"};
+
+/* Elements sender s sends to receiver d (-1: one block for all; s and d in
+ * either order when sym).  Layouts 0 and 2 give every block one count: 0 is
+ * the plain collective's own layout. */
+static int vcount(int salt, int s, int d, int layout, int sym)
+{
+    static const int pick[] = {0, 1, 2, 3, 5, 7, 13, 31, 61};
+    if (layout == 0 || layout == 2) return pick[h4(13, (uint64_t)salt, 0, 0) % 9];
+    if (sym && s > d) { int x = s; s = d; d = x; }
+    return pick[h4(11, (uint64_t)salt, (uint64_t)s, (uint64_t)(d + 1)) % 9];
+}
+
+/* Displacements (elements) of one rank's blocks; returns the elements the
+ * buffer needs.  Layouts 1 and 2 leave gaps and run backwards; layout 1 also
+ * moves the base into the buffer (*shift elements), so some are negative. */
+static size_t vlayout(int n, const int *c, int *d, int layout, int me, int salt, size_t *shift)
+{
+    int gap = (layout == 1 || layout == 2) ? 1 + (int)(h4(12, (uint64_t)salt, (uint64_t)me, 0) % 3) : 0;
+    size_t pos = 0;
+    for (int k = 0; k < n; k++) {
+        int j = gap ? n - 1 - k : k;
+        d[j] = (int)pos;
+        pos += (size_t)c[j] + (size_t)gap;
+    }
+    *shift = layout == 1 ? pos / 2 : 0;
+    for (int j = 0; j < n; j++) d[j] -= (int)*shift;
+    return pos;
+}
+
+/* Byte k of the block sender s sends to receiver d (-1: the same to all). */
+static unsigned char vpat(int s, int d, size_t k, int salt)
+{
+    return pat(s, ((size_t)(d + 1) << 24) + k, salt);
+}
+
+static void check_vmove(MPI_Comm comm, vk_t kind, MPI_Datatype t, const char *tname, int layout, int inplace,
+                        int root)
+{
+    int me, n, salt = ++salt_next, es;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    MPI_Type_size(t, &es);
+    int sym = inplace && kind == V_ALLTOALLV, is_root = me == root;
+    int *scs = calloc((size_t)n, sizeof(int)), *sds = calloc((size_t)n, sizeof(int));
+    int *rcs = calloc((size_t)n, sizeof(int)), *rds = calloc((size_t)n, sizeof(int));
+    int vsend = kind == V_ALLTOALLV || kind == V_SCATTERV;
+    for (int j = 0; j < n; j++) {
+        switch (kind) {
+        case V_ALLGATHERV: case V_GATHERV: rcs[j] = vcount(salt, j, -1, layout, 0); break;
+        case V_ALLTOALLV:
+            scs[j] = vcount(salt, me, j, layout, sym);
+            rcs[j] = vcount(salt, j, me, layout, sym);
+            break;
+        case V_SCATTERV: scs[j] = vcount(salt, root, j, layout, 0); break;
+        }
+    }
+    int sc = vcount(salt, me, -1, layout, 0), rc = vcount(salt, root, me, layout, 0);
+    size_t sshift = 0, rshift = 0;
+    size_t sel = vsend ? vlayout(n, scs, sds, layout, me, salt, &sshift) : (size_t)sc;
+    size_t rel = kind != V_SCATTERV ? vlayout(n, rcs, rds, layout, me, salt + 1, &rshift) : (size_t)rc;
+    size_t sbytes = sel * (size_t)es, rbytes = rel * (size_t)es, ues = (size_t)es;
+    unsigned char *hs = malloc(sbytes + 1), *hr = malloc(rbytes + 1), *want = malloc(rbytes + 1);
+    char *ds = dbuf(sbytes), *dr = dbuf(rbytes);
+    memset(hs, 0x11, sbytes);
+    memset(hr, 0xee, rbytes);
+    /* what we send */
+    for (int j = 0; j < n && vsend; j++)
+        for (size_t k = 0; k < (size_t)scs[j] * ues; k++)
+            hs[(size_t)((long)sds[j] + (long)sshift) * ues + k] = vpat(me, j, k, salt);
+    for (size_t k = 0; !vsend && k < sbytes; k++) hs[k] = vpat(me, -1, k, salt);
+    /* in place, our contribution already sits in the receive buffer */
+    if (inplace && (kind == V_ALLGATHERV || (kind == V_GATHERV && is_root)))
+        memcpy(hr + (size_t)((long)rds[me] + (long)rshift) * ues, hs, (size_t)rcs[me] * ues);
+    if (inplace && kind == V_ALLTOALLV)
+        for (int j = 0; j < n; j++)
+            for (size_t k = 0; k < (size_t)rcs[j] * ues; k++)
+                hr[(size_t)((long)rds[j] + (long)rshift) * ues + k] = vpat(me, j, k, salt);
+    memcpy(want, hr, rbytes);
+    put(ds, hs, sbytes);
+    put(dr, hr, rbytes);
+    const void *sb = ds + sshift * ues;
+    void *rb = dr + rshift * ues;
+    /* a count-0 buffer may be NULL */
+    if (!vsend && sc == 0) sb = NULL;
+    if (kind == V_SCATTERV && rc == 0) rb = NULL;
+    switch (kind) {
+    case V_ALLGATHERV:
+        MPI_OK(MPI_Allgatherv(inplace ? MPI_IN_PLACE : sb, sc, t, rb, rcs, rds, t, comm));
+        break;
+    case V_ALLTOALLV:
+        MPI_OK(MPI_Alltoallv(inplace ? MPI_IN_PLACE : sb, scs, sds, t, rb, rcs, rds, t, comm));
+        break;
+    case V_GATHERV:
+        MPI_OK(MPI_Gatherv(inplace && is_root ? MPI_IN_PLACE : sb, sc, t, is_root ? rb : NULL,
+                           is_root ? rcs : NULL, is_root ? rds : NULL, t, root, comm));
+        break;
+    case V_SCATTERV:
+        MPI_OK(MPI_Scatterv(is_root ? sb : NULL, is_root ? scs : NULL, is_root ? sds : NULL, t,
+                            inplace && is_root ? MPI_IN_PLACE : rb, rc, t, root, comm));
+        break;
+    }
+    /* what must have arrived; everything else, gaps included, unchanged */
+    for (int j = 0; j < n && kind != V_SCATTERV && (kind != V_GATHERV || is_root); j++)
+        for (size_t k = 0; k < (size_t)rcs[j] * ues; k++)
+            want[(size_t)((long)rds[j] + (long)rshift) * ues + k] = vpat(j, kind == V_ALLTOALLV ? me : -1, k, salt);
+    if (kind == V_SCATTERV && !(inplace && is_root))
+        for (size_t k = 0; k < rbytes; k++) want[k] = vpat(root, me, k, salt);
+    get(hr, dr, rbytes);
+    for (size_t k = 0; k < rbytes; k++)
+        if (hr[k] != want[k]) {
+            FAIL("%s %s %s%s root %d on %d ranks: byte %zu of %zu is %02x, expected %02x", v_names[kind], tname,
+                 layout_names[layout], inplace ? " in place" : "", root, n, k, rbytes, hr[k], want[k]);
+            break;
+        }
+    dfree(ds), dfree(dr);
+    free(hs), free(hr), free(want), free(scs), free(sds), free(rcs), free(rds);
+}
+
+/* ---- scans: rank r gets ranks 0..r (Scan) or 0..r-1 (Exscan) reduced ---- */
+static void check_scan(MPI_Comm comm, int ex, const tdesc_t *t, int op, int count, int inplace)
+{
+    int me, n, salt = ++salt_next;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    size_t es = (size_t)t->size, bytes = (size_t)count * es;
+    char *hin = malloc(bytes + 1), *hout = malloc(bytes + 1), *want = malloc(bytes + 1);
+    void *din = dbuf(bytes), *dout = dbuf(bytes);
+    fill(hin, (size_t)count, 0, me, salt, t, op);
+    memset(hout, 0x5a, bytes);
+    put(inplace ? dout : din, hin, bytes);
+    if (!inplace) put(dout, hout, bytes);
+    const void *sb = inplace ? MPI_IN_PLACE : din;
+    if (ex) MPI_OK(MPI_Exscan(sb, dout, count, t->dt, ops[op].op, comm));
+    else MPI_OK(MPI_Scan(sb, dout, count, t->dt, ops[op].op, comm));
+    int upto = ex ? me : me + 1; /* Exscan: rank 0's result is undefined */
+    if (upto > 0) {
+        get(hout, dout, bytes);
+        for (size_t i = 0; i < (size_t)count; i++) expect(want, i, i, upto, salt, t, op);
+        for (size_t i = 0; i < (size_t)count; i++)
+            if (memcmp(hout + i * es, want + i * es, es)) {
+                FAIL("%s %s %s count %d%s on %d ranks (rank %d): element %zu differs", ex ? "Exscan" : "Scan",
+                     t->name, ops[op].name, count, inplace ? " in place" : "", n, me, i);
+                break;
+            }
+    }
+    dfree(din), dfree(dout);
+    free(hin), free(hout), free(want);
+}
+
+/* -0.0 everywhere: MPI's sum keeps the sign, so must whatever pads a scan. */
+static void check_scan_negzero(MPI_Comm comm)
+{
+    int me;
+    double h[3] = {-0.0, -0.0, -0.0}, o[3];
+    MPI_Comm_rank(comm, &me);
+    double *din = dbuf(sizeof(h)), *dout = dbuf(sizeof(h));
+    put(din, h, sizeof(h));
+    for (int ex = 0; ex < 2; ex++) {
+        put(dout, h, sizeof(h));
+        if (ex) MPI_OK(MPI_Exscan(din, dout, 3, MPI_DOUBLE, MPI_SUM, comm));
+        else MPI_OK(MPI_Scan(din, dout, 3, MPI_DOUBLE, MPI_SUM, comm));
+        get(o, dout, sizeof(o));
+        for (int i = 0; i < 3 && (!ex || me > 0); i++)
+            if (o[i] != 0.0 || !signbit(o[i])) {
+                FAIL("%s of -0.0 (double sum): element %d is %g%s", ex ? "Exscan" : "Scan", i, o[i],
+                     signbit(o[i]) ? "" : " (sign lost)");
+                break;
+            }
+    }
+    dfree(din), dfree(dout);
+}
+
 /* Bcast of a vector type: MPI's business (staged); the holes must survive. */
 static void check_vector_bcast(MPI_Comm comm, int root)
 {
@@ -436,6 +617,33 @@ static void battery(MPI_Comm comm, int full)
         }
     }
     for (int root = 0; root < n; root++) check_vector_bcast(comm, root);
+    /* v-collectives: every layout, in place or not, every root */
+    struct { MPI_Datatype t; const char *name; } vt[] = {
+        {MPI_BYTE, "byte"}, {MPI_INT, "int"}, {MPI_DOUBLE, "double"}, {c3, "contiguous(3 int)"}};
+    for (int kind = 0; kind < 4; kind++)
+        for (int layout = 0; layout < 4; layout++)
+            for (int ip = 0; ip < 2; ip++)
+                for (int v = 0; v < 4; v++) {
+                    if (!full && (v + layout + ip) % 2) continue;
+                    if (kind == V_GATHERV || kind == V_SCATTERV)
+                        for (int root = 0; root < n; root++)
+                            check_vmove(comm, (vk_t)kind, vt[v].t, vt[v].name, layout, ip, root);
+                    else
+                        check_vmove(comm, (vk_t)kind, vt[v].t, vt[v].name, layout, ip, 0);
+                }
+    /* scans: the reduction types and ops, counts 0, 1, a prime and big */
+    for (int ti = 0; ti < ntypes; ti++) {
+        if (!full && ti % 4 != salt_next % 4) continue;
+        for (int op = 0; op < 5; op++) {
+            if (op == 4 && types[ti].kind == K_F) continue;
+            for (int ex = 0; ex < 2; ex++) {
+                int count = (int[]){0, 1, 13, big}[(ti + op + ex) % 4];
+                check_scan(comm, ex, &types[ti], op, count, (ti + op) % 2);
+                check_scan(comm, ex, &types[ti], op, count ? count : 7, (ti + op + 1) % 2);
+            }
+        }
+    }
+    check_scan_negzero(comm);
     MPI_Type_free(&c3);
 }
 
@@ -445,7 +653,8 @@ static void check_counters(const char *mode)
 {
     static const char *const colls[] = {"allreduce", "reduce", "bcast", "allgather", "reduce_scatter_block",
                                         "reduce_scatter", "alltoall", "gather", "scatter", "iallreduce", "ibcast",
-                                        "iallgather"};
+                                        "iallgather", "allgatherv", "alltoallv", "gatherv", "scatterv", "scan",
+                                        "exscan"};
     count_fn_t count = (count_fn_t)(uintptr_t)dlsym(RTLD_DEFAULT, "mpcclShimCount");
     if (!strcmp(mode, "none")) {
         if (count) FAIL("--expect none, but libmpccl_shim.so is loaded");
@@ -462,11 +671,15 @@ static void check_counters(const char *mode)
             FAIL("%s: transparent mode must pass every call to MPI (mpccl %lld, staged %lld, mpi %lld)", colls[i], r, s,
                  m);
         if (!strcmp(mode, "route") && r == 0) FAIL("%s: no call went through mpccl", colls[i]);
+        if (!strcmp(mode, "staged") && (r != 0 || s == 0))
+            FAIL("%s: MPCCL_SHIM_COLLS=^all must stage every call (mpccl %lld, staged %lld)", colls[i], r, s);
     }
     if (!strcmp(mode, "route")) {
         /* MPI_BAND and MPI_SHORT reductions, vector types: MPI on staged copies */
         if (count("allreduce", "staged") == 0) FAIL("allreduce: the ineligible cases were not staged");
         if (count("bcast", "staged") == 0) FAIL("bcast: the vector type was not staged");
+        if (count("scan", "staged") == 0) FAIL("scan: the ineligible cases were not staged");
+        if (count("exscan", "staged") == 0) FAIL("exscan: the ineligible cases were not staged");
     }
 }
 
@@ -482,7 +695,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--expect") && i + 1 < argc) mode = argv[++i];
         else {
-            if (world_rank == 0) fprintf(stderr, "usage: %s [--gpu] [--expect none|mpi|route] [--quick]\n", argv[0]);
+            if (world_rank == 0)
+                fprintf(stderr, "usage: %s [--gpu] [--expect none|mpi|route|staged] [--quick]\n", argv[0]);
             MPI_Finalize();
             return 99;
         }

@@ -5,16 +5,16 @@ program test_shim_f
     implicit none
     include 'mpif.h'
     integer, parameter :: n = 37
-    integer :: ierr, me, np, i, r, bad, root, req
+    integer :: ierr, me, np, i, r, bad, root, req, pos
     double precision :: a(n), b(n), want
-    integer, allocatable :: s(:), g(:), cnt(:)
+    integer, allocatable :: s(:), g(:), cnt(:), dsp(:)
 
     call MPI_Init(ierr)
     call MPI_Comm_rank(MPI_COMM_WORLD, me, ierr)
     call MPI_Comm_size(MPI_COMM_WORLD, np, ierr)
     bad = 0
     root = np - 1
-    allocate(s(n * np), g(n * np), cnt(np))
+    allocate(s(n * np), g(n * np), cnt(np), dsp(np))
 
     ! allreduce, out of place and in place; iallreduce
     do i = 1, n
@@ -28,6 +28,15 @@ program test_shim_f
     call MPI_Iallreduce(a, b, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, req, ierr)
     call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
     call check_sum(b, 'iallreduce')
+
+    ! scan: rank r holds (r + 1) * i, so rank me gets (me + 1)(me + 2)/2 * i
+    call MPI_Scan(a, b, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
+    do i = 1, n
+        if (b(i) /= dble((me + 1) * (me + 2) / 2) * i) then
+            call fail('scan')
+            exit
+        end if
+    end do
 
     ! reduce to the last rank, in place there
     b = a
@@ -64,6 +73,22 @@ program test_shim_f
     do r = 0, np - 1
         if (any(g(r * n + 1:r * n + n) /= r)) call fail('allgather in place')
     end do
+    ! allgatherv: rank r sends r + 1 integers; blocks in reverse rank order, gaps of 1
+    do r = 0, np - 1
+        cnt(r + 1) = r + 1
+    end do
+    pos = 0
+    do r = np - 1, 0, -1
+        dsp(r + 1) = pos
+        pos = pos + cnt(r + 1) + 1
+    end do
+    s(1:me + 1) = me * 10 + 7
+    g = -1
+    call MPI_Allgatherv(s, me + 1, MPI_INTEGER, g, cnt, dsp, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+    do r = 0, np - 1
+        if (any(g(dsp(r + 1) + 1:dsp(r + 1) + cnt(r + 1)) /= r * 10 + 7)) call fail('allgatherv')
+        if (g(dsp(r + 1) + cnt(r + 1) + 1) /= -1) call fail('allgatherv gap')
+    end do
     s(1:n) = me + 100
     g = -1
     call MPI_Gather(s, n, MPI_INTEGER, g, n, MPI_INTEGER, root, MPI_COMM_WORLD, ierr)
@@ -86,7 +111,7 @@ program test_shim_f
 
     call MPI_Allreduce(MPI_IN_PLACE, bad, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
     if (me == 0) print '(a, i0, a)', 'test_shim_f: ', bad, ' failures'
-    deallocate(s, g, cnt)  ! (a leak to a leak checker otherwise)
+    deallocate(s, g, cnt, dsp)  ! (a leak to a leak checker otherwise)
     call MPI_Finalize(ierr)
     if (bad /= 0) stop 1
 
