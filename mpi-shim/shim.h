@@ -21,7 +21,9 @@ typedef enum {
     SHIM_ALLREDUCE, SHIM_REDUCE, SHIM_BCAST, SHIM_ALLGATHER, SHIM_REDUCE_SCATTER_BLOCK,
     SHIM_REDUCE_SCATTER, SHIM_ALLTOALL, SHIM_GATHER, SHIM_SCATTER, SHIM_IALLREDUCE,
     SHIM_IBCAST, SHIM_IALLGATHER, SHIM_ALLGATHERV, SHIM_ALLTOALLV, SHIM_GATHERV, SHIM_SCATTERV, SHIM_SCAN,
-    SHIM_EXSCAN, SHIM_NCOLLS
+    SHIM_EXSCAN, SHIM_IREDUCE, SHIM_IREDUCE_SCATTER_BLOCK, SHIM_IREDUCE_SCATTER, SHIM_IALLTOALL, SHIM_IGATHER,
+    SHIM_ISCATTER, SHIM_IALLGATHERV, SHIM_IALLTOALLV, SHIM_IGATHERV, SHIM_ISCATTERV, SHIM_ISCAN, SHIM_IEXSCAN,
+    SHIM_NCOLLS
 } shim_coll_t;
 _Static_assert(SHIM_NCOLLS <= 64, "MPCCL_SHIM_COLLS keeps one bit per collective in a uint64_t");
 const char *mpccl_shim_coll_name(shim_coll_t c);
@@ -150,6 +152,11 @@ static inline void *mpccl_shim_host(const shim_call_t *c, const void *user)
         if (c->buf[i].user == user) return c->buf[i].host;
     return (void *)user;
 }
+/* Nonblocking collectives (shim_async.c): the user's request completes when
+ * the work enqueued on stream is done (a host communicator: at once), or
+ * when MPI's request ireq on the staged copies is (then they go back). */
+int mpccl_shim_async_stream(void *stream, MPI_Comm comm, const char *what, MPI_Request *req);
+int mpccl_shim_async_staged(shim_call_t *c, MPI_Request ireq, MPI_Request *req);
 /* An already completed request, for nonblocking calls finished in place. */
 int mpccl_shim_done_request(MPI_Request *req);
 
@@ -232,6 +239,36 @@ void mpccl_shim_persist_restore(MPI_Request *slot, MPI_Request before);
 /* Ends point-to-point: transfers still in flight get a few seconds, then
  * the private communicator, IPC mappings and stashed messages go. */
 void mpccl_shim_p2p_fini(void);
+/* ---- the other nonblocking collectives (shim_coll.c, shim_collv.c) ---- */
+int mpccl_shim_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
+                       MPI_Comm comm, MPI_Request *request);
+int mpccl_shim_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
+                                     MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int mpccl_shim_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype,
+                               MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int mpccl_shim_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+int mpccl_shim_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                       MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request);
+int mpccl_shim_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                        MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request);
+int mpccl_shim_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           const int *recvcounts, const int *displs, MPI_Datatype recvtype, MPI_Comm comm,
+                           MPI_Request *request);
+int mpccl_shim_Ialltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
+                          void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype,
+                          MPI_Comm comm, MPI_Request *request);
+int mpccl_shim_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        const int *recvcounts, const int *displs, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                        MPI_Request *request);
+int mpccl_shim_Iscatterv(const void *sendbuf, const int *sendcounts, const int *displs, MPI_Datatype sendtype,
+                         void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                         MPI_Request *request);
+int mpccl_shim_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                     MPI_Request *request);
+int mpccl_shim_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm, MPI_Request *request);
+
 /* ---- v-collectives and scans (shim_collv.c) ---- */
 int mpccl_shim_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                           const int *recvcounts, const int *displs, MPI_Datatype recvtype, MPI_Comm comm);

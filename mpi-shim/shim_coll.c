@@ -3,9 +3,9 @@
  *
  * Reductions need a predefined type and op mpccl has; data movement takes any
  * contiguous type as raw elements of 8, 4 or 1 bytes (chosen from the byte
- * count, which MPI makes equal on every rank).  Nonblocking calls that go
- * through mpccl or staging complete inside the call and return a completed
- * generalized request (doc/SHIM.md). */
+ * count, which MPI makes equal on every rank).  Nonblocking calls return
+ * once their work is started and complete in MPI_Wait/MPI_Test
+ * (shim_async.c). */
 #include "shim_coll_util.h"
 
 /* Moves this rank's block to the front of the buffer after an in-place
@@ -40,7 +40,8 @@ static int allreduce(shim_coll_t coll, const void *sendbuf, void *recvbuf, int c
         return finish_route(&r, ncclAllReduce(inplace ? recvbuf : sendbuf, recvbuf, (size_t)n, nt, no, r.sc->nccl,
                                               r.sc->stream), "MPI_Allreduce", req);
     case SHIM_ROUTE_STAGED:
-        STAGED(&c, PMPI_Allreduce(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm));
+        STAGED(&c, SREQ ? PMPI_Iallreduce(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm, SREQ)
+                        : PMPI_Allreduce(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm));
     default:
         return req ? PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req)
                    : PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
@@ -59,17 +60,23 @@ int mpccl_shim_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dat
     return allreduce(SHIM_IALLREDUCE, sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
-int mpccl_shim_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
-                      MPI_Comm comm)
+static int reduce_pass(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
+                       MPI_Comm comm, MPI_Request *req)
+{
+    return req ? PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, req)
+               : PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
+}
+
+static int reduce(shim_coll_t coll, const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
+                  int root, MPI_Comm comm, MPI_Request *req)
 {
     shim_call_t c;
     route_t r;
     ncclDataType_t nt;
     ncclRedOp_t no;
-    MPI_Request *req = NULL;
-    if (!mpccl_shim_begin(&c, SHIM_REDUCE, comm)) {
-        mpccl_shim_count(SHIM_REDUCE, SHIM_ROUTE_MPI);
-        return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
+    if (!mpccl_shim_begin(&c, coll, comm)) {
+        mpccl_shim_count(coll, SHIM_ROUTE_MPI);
+        return reduce_pass(sendbuf, recvbuf, count, dt, op, root, comm, req);
     }
     int n = check_count(&c, count), am_root = check_root(&c, root);
     int inplace = am_root && sendbuf == MPI_IN_PLACE;
@@ -83,23 +90,43 @@ int mpccl_shim_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
         return finish_route(&r, ncclReduce(inplace ? recvbuf : sendbuf, am_root ? recvbuf : NULL, (size_t)n, nt, no,
                                            root, r.sc->nccl, r.sc->stream), "MPI_Reduce", req);
     case SHIM_ROUTE_STAGED:
-        STAGED(&c, PMPI_Reduce(IP(sendbuf, &c), am_root ? H(&c, recvbuf) : recvbuf, count, dt, op, root, comm));
+        STAGED(&c, reduce_pass(IP(sendbuf, &c), am_root ? H(&c, recvbuf) : recvbuf, count, dt, op, root, comm, SREQ));
     default:
-        return PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm);
+        return reduce_pass(sendbuf, recvbuf, count, dt, op, root, comm, req);
     }
 }
 
+int mpccl_shim_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
+                      MPI_Comm comm)
+{
+    return reduce(SHIM_REDUCE, sendbuf, recvbuf, count, dt, op, root, comm, NULL);
+}
+
+int mpccl_shim_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
+                       MPI_Comm comm, MPI_Request *request)
+{
+    return reduce(SHIM_IREDUCE, sendbuf, recvbuf, count, dt, op, root, comm, request);
+}
+
 /* counts == NULL: every rank gets `count` (Reduce_scatter_block). */
+static int rs_pass(const void *sendbuf, void *recvbuf, int count, const int *counts, MPI_Datatype dt, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *req)
+{
+    if (counts)
+        return req ? PMPI_Ireduce_scatter(sendbuf, recvbuf, counts, dt, op, comm, req)
+                   : PMPI_Reduce_scatter(sendbuf, recvbuf, counts, dt, op, comm);
+    return req ? PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm, req)
+               : PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm);
+}
+
 static int reduce_scatter(shim_coll_t coll, const void *sendbuf, void *recvbuf, int count, const int *counts,
-                          MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+                          MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req)
 {
     shim_call_t c;
     route_t r;
     ncclDataType_t nt;
     ncclRedOp_t no;
-    MPI_Request *req = NULL;
-#define PASS() (counts ? PMPI_Reduce_scatter(sendbuf, recvbuf, counts, dt, op, comm) \
-                       : PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, dt, op, comm))
+#define PASS() rs_pass(sendbuf, recvbuf, count, counts, dt, op, comm, req)
     if (!mpccl_shim_begin(&c, coll, comm)) {
         mpccl_shim_count(coll, SHIM_ROUTE_MPI);
         return PASS();
@@ -145,8 +172,7 @@ static int reduce_scatter(shim_coll_t coll, const void *sendbuf, void *recvbuf, 
         return finish_route(&r, res, counts ? "MPI_Reduce_scatter" : "MPI_Reduce_scatter_block", req);
     }
     case SHIM_ROUTE_STAGED:
-        STAGED(&c, counts ? PMPI_Reduce_scatter(IP(sendbuf, &c), H(&c, recvbuf), counts, dt, op, comm)
-                          : PMPI_Reduce_scatter_block(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm));
+        STAGED(&c, rs_pass(IP(sendbuf, &c), H(&c, recvbuf), count, counts, dt, op, comm, SREQ));
     default:
         return PASS();
     }
@@ -156,13 +182,26 @@ static int reduce_scatter(shim_coll_t coll, const void *sendbuf, void *recvbuf, 
 int mpccl_shim_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
                                     MPI_Op op, MPI_Comm comm)
 {
-    return reduce_scatter(SHIM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, NULL, datatype, op, comm);
+    return reduce_scatter(SHIM_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, NULL, datatype, op, comm, NULL);
+}
+
+int mpccl_shim_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
+                                     MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    return reduce_scatter(SHIM_IREDUCE_SCATTER_BLOCK, sendbuf, recvbuf, recvcount, NULL, datatype, op, comm,
+                          request);
 }
 
 int mpccl_shim_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype,
                               MPI_Op op, MPI_Comm comm)
 {
-    return reduce_scatter(SHIM_REDUCE_SCATTER, sendbuf, recvbuf, 0, recvcounts, datatype, op, comm);
+    return reduce_scatter(SHIM_REDUCE_SCATTER, sendbuf, recvbuf, 0, recvcounts, datatype, op, comm, NULL);
+}
+
+int mpccl_shim_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype,
+                               MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    return reduce_scatter(SHIM_IREDUCE_SCATTER, sendbuf, recvbuf, 0, recvcounts, datatype, op, comm, request);
 }
 
 /* ---- data movement ---- */
@@ -187,7 +226,7 @@ static int bcast(shim_coll_t coll, void *buf, int count, MPI_Datatype dt, int ro
         return finish_route(&r, ncclBroadcast(buf, buf, bytes / esz, mt, root, r.sc->nccl, r.sc->stream), "MPI_Bcast",
                             req);
     case SHIM_ROUTE_STAGED:
-        STAGED(&c, PMPI_Bcast(H(&c, buf), count, dt, root, comm));
+        STAGED(&c, SREQ ? PMPI_Ibcast(H(&c, buf), count, dt, root, comm, SREQ) : PMPI_Bcast(H(&c, buf), count, dt, root, comm));
     default:
         return req ? PMPI_Ibcast(buf, count, dt, root, comm, req) : PMPI_Bcast(buf, count, dt, root, comm);
     }
@@ -212,9 +251,14 @@ static int mv_pass(mv_kind_t k, const void *sb, int sc, MPI_Datatype st, void *r
     switch (k) {
     case MV_ALLGATHER:
         return req ? PMPI_Iallgather(sb, sc, st, rb, rcn, rt, comm, req) : PMPI_Allgather(sb, sc, st, rb, rcn, rt, comm);
-    case MV_ALLTOALL: return PMPI_Alltoall(sb, sc, st, rb, rcn, rt, comm);
-    case MV_GATHER: return PMPI_Gather(sb, sc, st, rb, rcn, rt, root, comm);
-    default: return PMPI_Scatter(sb, sc, st, rb, rcn, rt, root, comm);
+    case MV_ALLTOALL:
+        return req ? PMPI_Ialltoall(sb, sc, st, rb, rcn, rt, comm, req) : PMPI_Alltoall(sb, sc, st, rb, rcn, rt, comm);
+    case MV_GATHER:
+        return req ? PMPI_Igather(sb, sc, st, rb, rcn, rt, root, comm, req)
+                   : PMPI_Gather(sb, sc, st, rb, rcn, rt, root, comm);
+    default:
+        return req ? PMPI_Iscatter(sb, sc, st, rb, rcn, rt, root, comm, req)
+                   : PMPI_Scatter(sb, sc, st, rb, rcn, rt, root, comm);
     }
 }
 
@@ -276,7 +320,7 @@ static int move(shim_coll_t coll, mv_kind_t k, const void *sendbuf, int scount, 
     }
     case SHIM_ROUTE_STAGED:
         STAGED(&c, mv_pass(k, send_on ? IP(sendbuf, &c) : sendbuf, scount, stype,
-                           recv_on ? IP(recvbuf, &c) : recvbuf, rcount, rtype, root, comm, NULL));
+                           recv_on ? IP(recvbuf, &c) : recvbuf, rcount, rtype, root, comm, SREQ));
     default:
         return mv_pass(k, sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
     }
@@ -314,4 +358,25 @@ int mpccl_shim_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 {
     return move(SHIM_SCATTER, MV_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
                 NULL);
+}
+
+int mpccl_shim_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    return move(SHIM_IALLTOALL, MV_ALLTOALL, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, 0, comm,
+                request);
+}
+
+int mpccl_shim_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                       MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    return move(SHIM_IGATHER, MV_GATHER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                request);
+}
+
+int mpccl_shim_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                        MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    return move(SHIM_ISCATTER, MV_SCATTER, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                request);
 }

@@ -92,10 +92,15 @@ static inline int route_end(route_t *r, ncclResult_t res, const char *what)
     return mpccl_shim_comm_finish(r->sc, res, r->c->comm, what);
 }
 
+/* Blocking calls wait for the stream; nonblocking ones (req) return at once
+ * and complete in MPI_Wait/MPI_Test. */
 static inline int finish_route(route_t *r, ncclResult_t res, const char *what, MPI_Request *req)
 {
-    int rc = route_end(r, res, what);
-    return rc == MPI_SUCCESS && req ? mpccl_shim_done_request(req) : rc;
+    if (req == NULL || res != ncclSuccess) return route_end(r, res, what);
+    mpccl_shim_depth--;
+    int rc = mpccl_shim_async_stream(r->sc->stream, r->c->comm, what, req);
+    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(r->c->comm, rc);
+    return rc;
 }
 
 /* A copy ordered with the communicator's work: on its stream (GPU), or at once
@@ -117,15 +122,18 @@ static inline ncclResult_t stream_copy(route_t *r, void *dst, const void *src, s
 
 /* ---- the staged route: MPI on host copies of the device buffers ---- */
 
-/* Returns from the calling function; a nonblocking call (req) gets a
- * completed request. */
-#define STAGED(c, call)                                      \
-    do {                                                     \
-        int rc_ = mpccl_shim_stage_in(c);                    \
-        if (rc_ == MPI_SUCCESS) rc_ = (call);                \
-        rc_ = mpccl_shim_stage_out(c, rc_);                  \
-        if (rc_ == MPI_SUCCESS && req) rc_ = mpccl_shim_done_request(req); \
-        return rc_;                                          \
+/* Returns from the calling function.  `call` is MPI's call on the host
+ * copies, written with SREQ: NULL for the blocking form, else where the
+ * nonblocking form puts its request (the calling function's `req` says
+ * which); a nonblocking call copies back when that request completes. */
+#define STAGED(c, call)                                                      \
+    do {                                                                     \
+        MPI_Request sreq_ = MPI_REQUEST_NULL;                                \
+        MPI_Request *SREQ = req ? &sreq_ : NULL;                             \
+        int rc_ = mpccl_shim_stage_in(c);                                    \
+        if (rc_ == MPI_SUCCESS) rc_ = (call);                                \
+        if (rc_ != MPI_SUCCESS || SREQ == NULL) return mpccl_shim_stage_out(c, rc_); \
+        return mpccl_shim_async_staged(c, sreq_, req);                       \
     } while (0)
 
 /* The pointer MPI gets for a user buffer (its bounce when staged). */

@@ -349,7 +349,7 @@ static int vmove(shim_coll_t coll, const vargs_t *a, MPI_Request *req)
     case SHIM_ROUTE_STAGED:
         free(pl.send);
         STAGED(&c, vpass(a, (a->k == V_SCATTER && !am_root) ? a->sb : IP(a->sb, &c),
-                         (a->k == V_GATHER && !am_root) ? a->rb : IP(a->rb, &c), NULL));
+                         (a->k == V_GATHER && !am_root) ? a->rb : IP(a->rb, &c), SREQ));
     default:
         free(pl.send);
         return vpass(a, a->sb, a->rb, req);
@@ -387,6 +387,42 @@ int mpccl_shim_Scatterv(const void *sendbuf, const int *sendcounts, const int *d
     vargs_t a = {V_SCATTER, sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvcount, NULL, NULL, recvtype,
                  root, comm};
     return vmove(SHIM_SCATTERV, &a, NULL);
+}
+
+int mpccl_shim_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           const int *recvcounts, const int *displs, MPI_Datatype recvtype, MPI_Comm comm,
+                           MPI_Request *request)
+{
+    vargs_t a = {V_ALLGATHER, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype,
+                 0, comm};
+    return vmove(SHIM_IALLGATHERV, &a, request);
+}
+
+int mpccl_shim_Ialltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls, MPI_Datatype sendtype,
+                          void *recvbuf, const int *recvcounts, const int *rdispls, MPI_Datatype recvtype,
+                          MPI_Comm comm, MPI_Request *request)
+{
+    vargs_t a = {V_ALLTOALL, sendbuf, 0, sendcounts, sdispls, sendtype, recvbuf, 0, recvcounts, rdispls, recvtype,
+                 0, comm};
+    return vmove(SHIM_IALLTOALLV, &a, request);
+}
+
+int mpccl_shim_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                        const int *recvcounts, const int *displs, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                        MPI_Request *request)
+{
+    vargs_t a = {V_GATHER, sendbuf, sendcount, NULL, NULL, sendtype, recvbuf, 0, recvcounts, displs, recvtype,
+                 root, comm};
+    return vmove(SHIM_IGATHERV, &a, request);
+}
+
+int mpccl_shim_Iscatterv(const void *sendbuf, const int *sendcounts, const int *displs, MPI_Datatype sendtype,
+                         void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                         MPI_Request *request)
+{
+    vargs_t a = {V_SCATTER, sendbuf, 0, sendcounts, displs, sendtype, recvbuf, recvcount, NULL, NULL, recvtype,
+                 root, comm};
+    return vmove(SHIM_ISCATTERV, &a, request);
 }
 
 /* ---- scans ---- */
@@ -537,7 +573,7 @@ static int scan(shim_coll_t coll, const void *sendbuf, void *recvbuf, int count,
     ncclDataType_t nt;
     ncclRedOp_t no;
     unsigned char one[8];
-    int ex = coll == SHIM_EXSCAN;
+    int ex = coll == SHIM_EXSCAN || coll == SHIM_IEXSCAN;
 #define SCAN_PASS()                                                                             \
     (ex ? (req ? PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, req)                       \
                : PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm))                            \
@@ -564,8 +600,10 @@ static int scan(shim_coll_t coll, const void *sendbuf, void *recvbuf, int count,
         return finish_route(&r, res, ex ? "MPI_Exscan" : "MPI_Scan", req);
     }
     case SHIM_ROUTE_STAGED:
-        STAGED(&c, ex ? PMPI_Exscan(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm)
-                      : PMPI_Scan(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm));
+        STAGED(&c, ex ? (SREQ ? PMPI_Iexscan(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm, SREQ)
+                              : PMPI_Exscan(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm))
+                      : (SREQ ? PMPI_Iscan(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm, SREQ)
+                              : PMPI_Scan(IP(sendbuf, &c), H(&c, recvbuf), count, dt, op, comm)));
     default:
         return SCAN_PASS();
     }
@@ -581,4 +619,16 @@ int mpccl_shim_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
                       MPI_Comm comm)
 {
     return scan(SHIM_EXSCAN, sendbuf, recvbuf, count, datatype, op, comm, NULL);
+}
+
+int mpccl_shim_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                     MPI_Request *request)
+{
+    return scan(SHIM_ISCAN, sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+int mpccl_shim_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm, MPI_Request *request)
+{
+    return scan(SHIM_IEXSCAN, sendbuf, recvbuf, count, datatype, op, comm, request);
 }

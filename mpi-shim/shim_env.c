@@ -21,7 +21,8 @@ __thread int mpccl_shim_depth;
 static const char *const coll_names[SHIM_NCOLLS] = {
     "allreduce", "reduce", "bcast", "allgather", "reduce_scatter_block", "reduce_scatter",
     "alltoall", "gather", "scatter", "iallreduce", "ibcast", "iallgather", "allgatherv", "alltoallv", "gatherv",
-    "scatterv", "scan", "exscan"};
+    "scatterv", "scan", "exscan", "ireduce", "ireduce_scatter_block", "ireduce_scatter", "ialltoall", "igather",
+    "iscatter", "iallgatherv", "ialltoallv", "igatherv", "iscatterv", "iscan", "iexscan"};
 
 const char *mpccl_shim_coll_name(shim_coll_t c)
 {

@@ -225,9 +225,17 @@ static void expect(void *h, size_t idx, size_t i, int n, int salt, const tdesc_t
 static int salt_next;
 
 /* ---- reductions ---- */
-typedef enum { R_ALLREDUCE, R_IALLREDUCE, R_REDUCE, R_RSB, R_RS } red_t;
+typedef enum { R_ALLREDUCE, R_IALLREDUCE, R_REDUCE, R_RSB, R_RS, R_IREDUCE, R_IRSB, R_IRS } red_t;
 static const char *const red_names[] = {"Allreduce", "Iallreduce", "Reduce", "Reduce_scatter_block",
-                                        "Reduce_scatter"};
+                                        "Reduce_scatter", "Ireduce", "Ireduce_scatter_block", "Ireduce_scatter"};
+
+/* A nonblocking call's request, completed by a Test loop (the shim's
+ * requests complete in the completion calls, never in the call itself). */
+static void complete(MPI_Request *req)
+{
+    int done = 0;
+    while (!done) MPI_OK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+}
 
 static void check_reduction(MPI_Comm comm, red_t kind, const tdesc_t *t, int op, int count, int inplace, int root)
 {
@@ -238,12 +246,12 @@ static void check_reduction(MPI_Comm comm, red_t kind, const tdesc_t *t, int op,
     size_t total = 0, mine, before = 0;
     for (int r = 0; r < n; r++) {
         /* Reduce_scatter gets unequal blocks (one may be empty) half the time */
-        counts[r] = (kind == R_RS && salt % 2) ? (int)(h4(9, (uint64_t)salt, (uint64_t)r, 0) % (uint64_t)(count + 1))
+        counts[r] = ((kind == R_RS || kind == R_IRS) && salt % 2) ? (int)(h4(9, (uint64_t)salt, (uint64_t)r, 0) % (uint64_t)(count + 1))
                                                : count;
         if (r < me) before += (size_t)counts[r];
         total += (size_t)counts[r];
     }
-    int scattering = kind == R_RSB || kind == R_RS;
+    int scattering = kind == R_RSB || kind == R_RS || kind == R_IRSB || kind == R_IRS;
     size_t in_n = scattering ? total : (size_t)count;
     mine = scattering ? (size_t)counts[me] : (size_t)count;
     size_t es = (size_t)t->size, out_n = (inplace && scattering) ? total : mine;
@@ -254,16 +262,27 @@ static void check_reduction(MPI_Comm comm, red_t kind, const tdesc_t *t, int op,
     put(inplace ? dout : din, hin, in_n * es);
     if (!inplace) put(dout, hout, out_n * es);
     const void *sb = inplace ? MPI_IN_PLACE : din;
-    int is_root = kind != R_REDUCE || me == root;
-    if (kind == R_REDUCE && inplace && !is_root) sb = din, put(din, hin, in_n * es); /* only the root may be in place */
+    int rooted = kind == R_REDUCE || kind == R_IREDUCE, is_root = !rooted || me == root;
+    MPI_Request req;
+    if (rooted && inplace && !is_root) sb = din, put(din, hin, in_n * es); /* only the root may be in place */
     switch (kind) {
     case R_ALLREDUCE: MPI_OK(MPI_Allreduce(sb, dout, count, t->dt, ops[op].op, comm)); break;
-    case R_IALLREDUCE: {
-        MPI_Request req;
+    case R_IALLREDUCE:
         MPI_OK(MPI_Iallreduce(sb, dout, count, t->dt, ops[op].op, comm, &req));
         MPI_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
         break;
-    }
+    case R_IREDUCE:
+        MPI_OK(MPI_Ireduce(sb, is_root ? dout : NULL, count, t->dt, ops[op].op, root, comm, &req));
+        complete(&req);
+        break;
+    case R_IRSB:
+        MPI_OK(MPI_Ireduce_scatter_block(sb, dout, count, t->dt, ops[op].op, comm, &req));
+        complete(&req);
+        break;
+    case R_IRS:
+        MPI_OK(MPI_Ireduce_scatter(sb, dout, counts, t->dt, ops[op].op, comm, &req));
+        MPI_OK(MPI_Waitall(1, &req, MPI_STATUSES_IGNORE));
+        break;
     case R_REDUCE: MPI_OK(MPI_Reduce(sb, is_root ? dout : NULL, count, t->dt, ops[op].op, root, comm)); break;
     case R_RSB: MPI_OK(MPI_Reduce_scatter_block(sb, dout, count, t->dt, ops[op].op, comm)); break;
     case R_RS: MPI_OK(MPI_Reduce_scatter(sb, dout, counts, t->dt, ops[op].op, comm)); break;
@@ -288,14 +307,17 @@ static unsigned char pat(int r, size_t j, int salt)
     return (unsigned char)(h4(7, (uint64_t)r, j, (uint64_t)salt) & 0xff);
 }
 
-typedef enum { M_BCAST, M_IBCAST, M_ALLGATHER, M_IALLGATHER, M_ALLTOALL, M_GATHER, M_SCATTER } mv_t;
+typedef enum { M_BCAST, M_IBCAST, M_ALLGATHER, M_IALLGATHER, M_ALLTOALL, M_GATHER, M_SCATTER, M_IALLTOALL,
+               M_IGATHER, M_ISCATTER } mv_t;
 static const char *const mv_names[] = {"Bcast", "Ibcast", "Allgather", "Iallgather", "Alltoall", "Gather",
-                                       "Scatter"};
+                                       "Scatter", "Ialltoall", "Igather", "Iscatter"};
 
 /* A block of `bytes` per rank, described to MPI as scount x st / rcount x rt. */
-static void check_move(MPI_Comm comm, mv_t kind, MPI_Datatype st, int scount, MPI_Datatype rt, int rcount,
+static void check_move(MPI_Comm comm, mv_t call, MPI_Datatype st, int scount, MPI_Datatype rt, int rcount,
                        size_t bytes, int inplace, int root, const char *tname)
 {
+    /* the nonblocking forms check like their blocking ones */
+    mv_t kind = call == M_IALLTOALL ? M_ALLTOALL : call == M_IGATHER ? M_GATHER : call == M_ISCATTER ? M_SCATTER : call;
     int me, n, salt = ++salt_next;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
@@ -321,7 +343,7 @@ static void check_move(MPI_Comm comm, mv_t kind, MPI_Datatype st, int scount, MP
     if (inplace && kind != M_SCATTER && (kind != M_GATHER || me == root)) sb = MPI_IN_PLACE;
     if (inplace && kind == M_SCATTER && me == root) rb = MPI_IN_PLACE;
     MPI_Request req;
-    switch (kind) {
+    switch (call) {
     case M_BCAST: MPI_OK(MPI_Bcast(dr, rcount, rt, root, comm)); break;
     case M_IBCAST:
         MPI_OK(MPI_Ibcast(dr, rcount, rt, root, comm, &req));
@@ -335,6 +357,18 @@ static void check_move(MPI_Comm comm, mv_t kind, MPI_Datatype st, int scount, MP
     case M_ALLTOALL: MPI_OK(MPI_Alltoall(sb, scount, st, rb, rcount, rt, comm)); break;
     case M_GATHER: MPI_OK(MPI_Gather(sb, scount, st, me == root ? rb : NULL, rcount, rt, root, comm)); break;
     case M_SCATTER: MPI_OK(MPI_Scatter(me == root ? sb : NULL, scount, st, rb, rcount, rt, root, comm)); break;
+    case M_IALLTOALL:
+        MPI_OK(MPI_Ialltoall(sb, scount, st, rb, rcount, rt, comm, &req));
+        complete(&req);
+        break;
+    case M_IGATHER:
+        MPI_OK(MPI_Igather(sb, scount, st, me == root ? rb : NULL, rcount, rt, root, comm, &req));
+        complete(&req);
+        break;
+    case M_ISCATTER:
+        MPI_OK(MPI_Iscatter(me == root ? sb : NULL, scount, st, rb, rcount, rt, root, comm, &req));
+        complete(&req);
+        break;
     }
     get(hr, dr, rbytes);
     int checked = !(kind == M_GATHER && me != root) && !(kind == M_SCATTER && me == root && inplace);
@@ -348,7 +382,7 @@ static void check_move(MPI_Comm comm, mv_t kind, MPI_Datatype st, int scount, MP
         default: w = pat((int)blk, off, salt); break;
         }
         if (hr[k] != w) {
-            FAIL("%s %s block %zu bytes%s root %d on %d ranks: byte %zu is %02x, expected %02x", mv_names[kind],
+            FAIL("%s %s block %zu bytes%s root %d on %d ranks: byte %zu is %02x, expected %02x", mv_names[call],
                  tname, bytes, inplace ? " in place" : "", root, n, k, hr[k], w);
             break;
         }
@@ -398,7 +432,7 @@ static unsigned char vpat(int s, int d, size_t k, int salt)
 }
 
 static void check_vmove(MPI_Comm comm, vk_t kind, MPI_Datatype t, const char *tname, int layout, int inplace,
-                        int root)
+                        int root, int nonblocking)
 {
     int me, n, salt = ++salt_next, es;
     MPI_Comm_rank(comm, &me);
@@ -447,22 +481,35 @@ static void check_vmove(MPI_Comm comm, vk_t kind, MPI_Datatype t, const char *tn
     /* a count-0 buffer may be NULL */
     if (!vsend && sc == 0) sb = NULL;
     if (kind == V_SCATTERV && rc == 0) rb = NULL;
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Request *nb = nonblocking ? &req : NULL;
     switch (kind) {
     case V_ALLGATHERV:
-        MPI_OK(MPI_Allgatherv(inplace ? MPI_IN_PLACE : sb, sc, t, rb, rcs, rds, t, comm));
+        if (nb) MPI_OK(MPI_Iallgatherv(inplace ? MPI_IN_PLACE : sb, sc, t, rb, rcs, rds, t, comm, nb));
+        else MPI_OK(MPI_Allgatherv(inplace ? MPI_IN_PLACE : sb, sc, t, rb, rcs, rds, t, comm));
         break;
     case V_ALLTOALLV:
-        MPI_OK(MPI_Alltoallv(inplace ? MPI_IN_PLACE : sb, scs, sds, t, rb, rcs, rds, t, comm));
+        if (nb) MPI_OK(MPI_Ialltoallv(inplace ? MPI_IN_PLACE : sb, scs, sds, t, rb, rcs, rds, t, comm, nb));
+        else MPI_OK(MPI_Alltoallv(inplace ? MPI_IN_PLACE : sb, scs, sds, t, rb, rcs, rds, t, comm));
         break;
     case V_GATHERV:
-        MPI_OK(MPI_Gatherv(inplace && is_root ? MPI_IN_PLACE : sb, sc, t, is_root ? rb : NULL,
-                           is_root ? rcs : NULL, is_root ? rds : NULL, t, root, comm));
+        if (nb)
+            MPI_OK(MPI_Igatherv(inplace && is_root ? MPI_IN_PLACE : sb, sc, t, is_root ? rb : NULL,
+                                is_root ? rcs : NULL, is_root ? rds : NULL, t, root, comm, nb));
+        else
+            MPI_OK(MPI_Gatherv(inplace && is_root ? MPI_IN_PLACE : sb, sc, t, is_root ? rb : NULL,
+                               is_root ? rcs : NULL, is_root ? rds : NULL, t, root, comm));
         break;
     case V_SCATTERV:
-        MPI_OK(MPI_Scatterv(is_root ? sb : NULL, is_root ? scs : NULL, is_root ? sds : NULL, t,
-                            inplace && is_root ? MPI_IN_PLACE : rb, rc, t, root, comm));
+        if (nb)
+            MPI_OK(MPI_Iscatterv(is_root ? sb : NULL, is_root ? scs : NULL, is_root ? sds : NULL, t,
+                                 inplace && is_root ? MPI_IN_PLACE : rb, rc, t, root, comm, nb));
+        else
+            MPI_OK(MPI_Scatterv(is_root ? sb : NULL, is_root ? scs : NULL, is_root ? sds : NULL, t,
+                                inplace && is_root ? MPI_IN_PLACE : rb, rc, t, root, comm));
         break;
     }
+    if (nb) complete(nb);
     /* what must have arrived; everything else, gaps included, unchanged */
     for (int j = 0; j < n && kind != V_SCATTERV && (kind != V_GATHERV || is_root); j++)
         for (size_t k = 0; k < (size_t)rcs[j] * ues; k++)
@@ -472,7 +519,8 @@ static void check_vmove(MPI_Comm comm, vk_t kind, MPI_Datatype t, const char *tn
     get(hr, dr, rbytes);
     for (size_t k = 0; k < rbytes; k++)
         if (hr[k] != want[k]) {
-            FAIL("%s %s %s%s root %d on %d ranks: byte %zu of %zu is %02x, expected %02x", v_names[kind], tname,
+            FAIL("%s%s %s %s%s root %d on %d ranks: byte %zu of %zu is %02x, expected %02x", nonblocking ? "I" : "",
+                 v_names[kind], tname,
                  layout_names[layout], inplace ? " in place" : "", root, n, k, rbytes, hr[k], want[k]);
             break;
         }
@@ -494,8 +542,18 @@ static void check_scan(MPI_Comm comm, int ex, const tdesc_t *t, int op, int coun
     put(inplace ? dout : din, hin, bytes);
     if (!inplace) put(dout, hout, bytes);
     const void *sb = inplace ? MPI_IN_PLACE : din;
-    if (ex) MPI_OK(MPI_Exscan(sb, dout, count, t->dt, ops[op].op, comm));
-    else MPI_OK(MPI_Scan(sb, dout, count, t->dt, ops[op].op, comm));
+    int nonblocking = ex >= 2;
+    ex %= 2;
+    MPI_Request req;
+    if (nonblocking) {
+        if (ex) MPI_OK(MPI_Iexscan(sb, dout, count, t->dt, ops[op].op, comm, &req));
+        else MPI_OK(MPI_Iscan(sb, dout, count, t->dt, ops[op].op, comm, &req));
+        complete(&req);
+    } else if (ex) {
+        MPI_OK(MPI_Exscan(sb, dout, count, t->dt, ops[op].op, comm));
+    } else {
+        MPI_OK(MPI_Scan(sb, dout, count, t->dt, ops[op].op, comm));
+    }
     int upto = ex ? me : me + 1; /* Exscan: rank 0's result is undefined */
     if (upto > 0) {
         get(hout, dout, bytes);
@@ -586,6 +644,12 @@ static void battery(MPI_Comm comm, int full)
                 check_reduction(comm, R_RSB, &types[ti], op, count, ip, 0);
                 check_reduction(comm, R_RS, &types[ti], op, count, ip, 0);
                 if (ip == 0) check_reduction(comm, R_IALLREDUCE, &types[ti], op, count, 0, 0);
+                /* the other nonblocking reductions: a rotating share */
+                if ((ti + op + ip) % 3 == 0) {
+                    check_reduction(comm, R_IREDUCE, &types[ti], op, count, ip, (op + ti + 1) % n);
+                    check_reduction(comm, R_IRSB, &types[ti], op, count, ip, 0);
+                    check_reduction(comm, R_IRS, &types[ti], op, count, ip, 0);
+                }
             }
         }
     }
@@ -614,6 +678,9 @@ static void battery(MPI_Comm comm, int full)
             check_move(comm, M_ALLTOALL, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, 0, mv[v].name);
             check_move(comm, M_GATHER, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, root, mv[v].name);
             check_move(comm, M_SCATTER, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, root, mv[v].name);
+            check_move(comm, M_IALLTOALL, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, 0, mv[v].name);
+            check_move(comm, M_IGATHER, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, root, mv[v].name);
+            check_move(comm, M_ISCATTER, mv[v].st, mv[v].sc, mv[v].rt, mv[v].rc, mv[v].bytes, ip, root, mv[v].name);
         }
     }
     for (int root = 0; root < n; root++) check_vector_bcast(comm, root);
@@ -627,9 +694,9 @@ static void battery(MPI_Comm comm, int full)
                     if (!full && (v + layout + ip) % 2) continue;
                     if (kind == V_GATHERV || kind == V_SCATTERV)
                         for (int root = 0; root < n; root++)
-                            check_vmove(comm, (vk_t)kind, vt[v].t, vt[v].name, layout, ip, root);
+                            check_vmove(comm, (vk_t)kind, vt[v].t, vt[v].name, layout, ip, root, (v + root) % 2);
                     else
-                        check_vmove(comm, (vk_t)kind, vt[v].t, vt[v].name, layout, ip, 0);
+                        check_vmove(comm, (vk_t)kind, vt[v].t, vt[v].name, layout, ip, 0, v % 2);
                 }
     /* scans: the reduction types and ops, counts 0, 1, a prime and big */
     for (int ti = 0; ti < ntypes; ti++) {
@@ -640,6 +707,7 @@ static void battery(MPI_Comm comm, int full)
                 int count = (int[]){0, 1, 13, big}[(ti + op + ex) % 4];
                 check_scan(comm, ex, &types[ti], op, count, (ti + op) % 2);
                 check_scan(comm, ex, &types[ti], op, count ? count : 7, (ti + op + 1) % 2);
+                if ((ti + op) % 3 == 0) check_scan(comm, ex + 2, &types[ti], op, count ? count : 5, ex); /* Iscan */
             }
         }
     }
@@ -654,7 +722,9 @@ static void check_counters(const char *mode)
     static const char *const colls[] = {"allreduce", "reduce", "bcast", "allgather", "reduce_scatter_block",
                                         "reduce_scatter", "alltoall", "gather", "scatter", "iallreduce", "ibcast",
                                         "iallgather", "allgatherv", "alltoallv", "gatherv", "scatterv", "scan",
-                                        "exscan"};
+                                        "exscan", "ireduce", "ireduce_scatter_block", "ireduce_scatter",
+                                        "ialltoall", "igather", "iscatter", "iallgatherv", "ialltoallv", "igatherv",
+                                        "iscatterv", "iscan", "iexscan"};
     count_fn_t count = (count_fn_t)(uintptr_t)dlsym(RTLD_DEFAULT, "mpcclShimCount");
     if (!strcmp(mode, "none")) {
         if (count) FAIL("--expect none, but libmpccl_shim.so is loaded");
