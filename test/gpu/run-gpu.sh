@@ -203,6 +203,12 @@ if want shim && [ -x "$top_builddir/test/shim/test_shim" ]; then
         ${MPCCL_TEST_ASAN_MPI_OPTIONS:+-x ASAN_OPTIONS=$ASAN_OPTIONS:$MPCCL_TEST_ASAN_MPI_OPTIONS} \
         "$top_builddir/test/shim/test_shim" --gpu --expect route
 fi
+# point-to-point on device buffers through the shim, the ranks sharing one GPU:
+# halo exchanges (C and Fortran), mpi4py on CuPy arrays and a benchmark smoke
+# run, without and with MPS (shim-gpu.sh)
+if want shim; then
+    step sh "$here/shim-gpu.sh" "$top_builddir"
+fi
 # the Python bindings on GPU buffers (CuPy / PyTorch when present)
 py=
 for cand in ${PYTHON:-} /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
