@@ -203,6 +203,21 @@ if want shim && [ -x "$top_builddir/test/shim/test_shim" ]; then
         ${MPCCL_TEST_ASAN_MPI_OPTIONS:+-x ASAN_OPTIONS=$ASAN_OPTIONS:$MPCCL_TEST_ASAN_MPI_OPTIONS} \
         "$top_builddir/test/shim/test_shim" --gpu --expect route
 fi
+# point-to-point on device buffers: 2 and 4 ranks (shared GPUs where there are
+# fewer), then sender and receiver on different sides (device/host) per test
+if want shim && [ -x "$top_builddir/test/shim/test_shim_p2p" ]; then
+    shim_p2p() {
+        np=$1
+        shift
+        step timeout 300 ${MPIRUN:-mpirun} -np "$np" --oversubscribe --bind-to none \
+            -x LD_PRELOAD="$asan_pre$top_builddir/.libs/libmpccl_shim.so" \
+            ${MPCCL_TEST_ASAN_MPI_OPTIONS:+-x ASAN_OPTIONS=$ASAN_OPTIONS:$MPCCL_TEST_ASAN_MPI_OPTIONS} \
+            "$top_builddir/test/shim/test_shim_p2p" "$@"
+    }
+    shim_p2p 2 --gpu
+    shim_p2p 4 --gpu
+    shim_p2p 2 --gpu --mixed
+fi
 # point-to-point on device buffers through the shim, the ranks sharing one GPU:
 # halo exchanges (C and Fortran), mpi4py on CuPy arrays and a benchmark smoke
 # run, without and with MPS (shim-gpu.sh)

@@ -8,11 +8,16 @@
 #   3. MPCCL_SHIM_AGREE=0 (uniformity rule instead of the agreement step)
 #   4. MPCCL_SHIM=0: everything to MPI; MPCCL_SHIM_COLLS=^all: everything staged
 #   5. Fortran (mpif.h and mpi_f08) through the host path
+#   6. test_shim_p2p (point-to-point semantics): transparent, np 1..4; with
+#      MPCCL_SHIM_HOST=1, np 2,3,4,8 (host buffers count as device buffers, so
+#      device messages take the shim's envelope protocol without a GPU); and
+#      with MPCCL_SHIM_P2P=0 (point-to-point interception off)
 # Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
 shim=$(cd "$top_builddir" && pwd)/.libs/libmpccl_shim.so
 prog=$top_builddir/test/shim/test_shim
+p2p=$top_builddir/test/shim/test_shim_p2p
 mpirun=${MPIRUN:-$(command -v mpirun 2>/dev/null)}
 # A --enable-sanitizers build: the options, and the ASan runtime to preload
 # ahead of the shim (test_shim itself is not instrumented).
@@ -27,6 +32,7 @@ if [ -z "$mpirun" ] || ! "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
 fi
 [ -f "$shim" ] || { echo "$0: $shim not built" >&2; exit 99; }
 [ -x "$prog" ] || { echo "$0: $prog not built" >&2; exit 99; }
+[ -x "$p2p" ] || { echo "$0: $p2p not built" >&2; exit 99; }
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 # oversubscribed ranks must yield, or polling ranks starve each other
@@ -78,6 +84,16 @@ run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_AGREE=0 -- "$prog" --quick --expect route
 run 2 MPCCL_SHIM=0 MPCCL_SHIM_HOST=1 -- "$prog" --quick --expect mpi
 # every collective on the staged route (bounces, spans of v-collectives)
 run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_COLLS=^all -- "$prog" --quick --expect staged
+
+# Point-to-point: the program checks contents, statuses and matching itself
+# (it exits 1 on any difference, and its watchdog ends a hung test).
+for np in 1 2 3 4; do
+    run $np -- "$p2p"
+done
+for np in 2 3 4 8; do
+    run $np MPCCL_SHIM_HOST=1 -- "$p2p"
+done
+run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_P2P=0 -- "$p2p" --quick
 
 # Fortran: built here (configure does not look for a Fortran compiler)
 fc=$(command -v mpif90 2>/dev/null)
