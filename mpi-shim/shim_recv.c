@@ -344,6 +344,37 @@ int mpccl_shim_recv_launch(shim_op_t *op, MPI_Request *req, MPI_Status *status)
     return rc;
 }
 
+/* A blocking receive into a host buffer with nothing of ours in flight:
+ * MPI's own MPI_Recv into the user's buffer, then a look at what arrived
+ * (the common host-to-host message costs one comparison). */
+static int recv_host_blocking(shim_op_t *op, int source, int tag, MPI_Status *status)
+{
+    MPI_Status st;
+    shim_env_t e;
+    int n = 0;
+    st.MPI_ERROR = MPI_SUCCESS;
+    int rc = PMPI_Recv(op->buf, op->count, op->dt, source, tag, op->comm, &st);
+    if (rc == MPI_SUCCESS) PMPI_Get_count(&st, MPI_BYTE, &n);
+    if (rc != MPI_SUCCESS || n != SHIM_ENV_BYTES || !mpccl_shim_env_parse(op->buf, (size_t)n, &e)) {
+        if (rc == MPI_SUCCESS) mpccl_shim_count_p2p(0, SHIM_ROUTE_MPI);
+        if (status != MPI_STATUS_IGNORE) *status = st;
+        mpccl_shim_op_free(op);
+        return rc;
+    }
+    /* an envelope: served like any landed message */
+    op->land = op->buf;
+    mpccl_shim_op_start(op);
+    pthread_mutex_lock(mpccl_shim_ops_lock());
+    recv_landed(op, &st);
+    pthread_mutex_unlock(mpccl_shim_ops_lock());
+    rc = mpccl_shim_op_wait(op);
+    mpccl_shim_op_status(op, status);
+    MPI_Comm comm = op->comm;
+    mpccl_shim_op_free(op);
+    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
+    return rc;
+}
+
 int mpccl_shim_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req,
                     MPI_Status *status, const char *what)
 {
@@ -358,6 +389,9 @@ int mpccl_shim_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, 
         return req ? PMPI_Irecv(buf, count, dt, source, tag, comm, req) /* MPI reports the bad argument */
                    : PMPI_Recv(buf, count, dt, source, tag, comm, status);
     }
+    if (req == NULL && mpccl_shim_p2p_on() && !op->device && op->contiguous && op->capacity >= SHIM_ENV_BYTES &&
+        !mpccl_shim_ops_active() && __atomic_load_n(&stash_count, __ATOMIC_ACQUIRE) == 0)
+        return recv_host_blocking(op, source, tag, status);
     int rc = mpccl_shim_recv_post(op, source, tag);
     if (rc != MPI_SUCCESS) {
         if (op->land_owned) mpccl_shim_land_free(op->land, op->land_owned);
