@@ -221,7 +221,8 @@ static stash_t *stash_pull(MPI_Comm comm, int source, int tag, int claim)
     return s;
 }
 
-static void stash_drop(stash_t *s)
+/* Takes s out of the stash (its new owner frees it). */
+static void stash_unlink(stash_t *s)
 {
     pthread_mutex_lock(&stash_lock);
     for (stash_t **pp = &stash_head; *pp; pp = &(*pp)->next)
@@ -231,7 +232,6 @@ static void stash_drop(stash_t *s)
             break;
         }
     pthread_mutex_unlock(&stash_lock);
-    free(s);
 }
 
 /* ---- receives ---- */
@@ -486,15 +486,7 @@ int mpccl_shim_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MP
     }
     if (s) {
         op->comm = s->comm;
-        /* taken out of the stash: the op owns it now */
-        pthread_mutex_lock(&stash_lock);
-        for (stash_t **pp = &stash_head; *pp; pp = &(*pp)->next)
-            if (*pp == s) {
-                *pp = s->next;
-                __atomic_sub_fetch(&stash_count, 1, __ATOMIC_RELEASE);
-                break;
-            }
-        pthread_mutex_unlock(&stash_lock);
+        stash_unlink(s); /* the op owns it now */
         op->from_stash = s;
         *msg = MPI_MESSAGE_NULL;
         return mpccl_shim_recv_launch(op, req, status);
@@ -526,5 +518,4 @@ void mpccl_shim_stash_fini(void)
     }
     stash_count = 0;
     pthread_mutex_unlock(&stash_lock);
-    (void)stash_drop;
 }
