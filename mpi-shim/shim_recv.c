@@ -288,6 +288,8 @@ static void recv_from_stash(shim_op_t *op, stash_t *s)
 
 int mpccl_shim_recv_post(shim_op_t *op, int source, int tag)
 {
+    /* a named sender that dies is noticed while we wait (shim_op.c) */
+    if (source >= 0 && op->comm != MPI_COMM_NULL) op->peer_world = mpccl_shim_world_rank(op->comm, source);
     stash_t *s = stash_find(op->comm, source, tag, 1, 0);
     if (s) {
         op->from_stash = s;

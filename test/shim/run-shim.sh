@@ -11,7 +11,10 @@
 #   6. test_shim_p2p (point-to-point semantics): transparent, np 1..4; with
 #      MPCCL_SHIM_HOST=1, np 2,3,4,8 (host buffers count as device buffers, so
 #      device messages take the shim's envelope protocol without a GPU); and
-#      with MPCCL_SHIM_P2P=0 (point-to-point interception off)
+#      with MPCCL_SHIM_P2P=0 (point-to-point interception off); a peer killed
+#      during a send and a receive (test_shim_deadpeer, --enable-recovery):
+#      the survivor's call fails within 5 s; Fortran point-to-point
+#      (test_shim_p2p_f) plain and through the protocol
 # Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
@@ -95,6 +98,20 @@ for np in 2 3 4 8; do
 done
 run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_P2P=0 -- "$p2p" --quick
 
+# A peer that dies during a transfer: rank 1 kills itself, rank 0's MPI_Send
+# (an envelope waiting for its answer) or MPI_Recv must fail within 5 s.  Open
+# MPI's --enable-recovery keeps the survivor running; the program's own line
+# says PASS (mpirun's exit code reports the killed rank).
+for mode in send recv; do
+    echo "=== np 2: dead peer during MPI_${mode}"
+    # shellcheck disable=SC2086
+    $timeout_cmd "$mpirun" -np 2 --oversubscribe --bind-to none --enable-recovery --mca btl ^openib \
+        --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$preload" -x MPCCL_SHIM_HOST=1 \
+        "$top_builddir/test/shim/test_shim_deadpeer" $mode >"$log" 2>&1
+    cat "$log"
+    grep -q "deadpeer: PASS" "$log" || { echo "FAIL: the survivor did not get its error in time"; status=1; }
+done
+
 # Fortran: built here (configure does not look for a Fortran compiler)
 fc=$(command -v mpif90 2>/dev/null)
 if [ -n "$fc" ]; then
@@ -124,6 +141,15 @@ if [ -n "$fc" ]; then
         }
         rm -f "$exe"
     done
+    exe=$top_builddir/test/shim/test_shim_p2p_f
+    if "$fc" -O1 -o "$exe" "$top_srcdir/test/shim/test_shim_p2p_f.f90"; then
+        run 2 -- "$exe"
+        run 3 MPCCL_SHIM_HOST=1 -- "$exe"
+        rm -f "$exe"
+    else
+        echo "FAIL: $fc could not build test_shim_p2p_f.f90"
+        status=1
+    fi
 else
     echo "=== no mpif90: Fortran bindings not tested"
 fi
