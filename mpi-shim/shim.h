@@ -37,13 +37,16 @@ typedef struct {
     int host_mode;         /* MPCCL_SHIM_HOST: host buffers count as GPU buffers (tests) */
     int agree;             /* MPCCL_SHIM_AGREE: agreement step (1) or uniformity rule (0) */
     size_t min_bytes;      /* MPCCL_SHIM_MIN_BYTES */
-    int p2p;               /* MPCCL_SHIM_P2P: point-to-point on device buffers through the shim's protocol */
+    int p2p;               /* MPCCL_SHIM_P2P: point-to-point on device buffers through the shim (-1: auto, undecided) */
     size_t eager_bytes;    /* MPCCL_SHIM_EAGER_BYTES: device messages up to this size go as staged copies */
     uint64_t colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */
     int log_level;         /* MPCCL_DEBUG / NCCL_DEBUG: 0 none, 1 warn, 2 info, 3 trace */
     int log_shim;          /* SHIM selected by MPCCL_DEBUG_SUBSYS */
 } shim_settings_t;
 const shim_settings_t *mpccl_shim_settings(void);
+/* MPCCL_SHIM_P2P=auto (the default), decided once MPI is up: on unless the
+ * MPI underneath is CUDA-aware. */
+void mpccl_shim_p2p_resolve(int mpi_cuda_aware);
 
 void mpccl_shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define SHIM_WARN(...) mpccl_shim_log(1, __VA_ARGS__)

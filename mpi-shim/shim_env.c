@@ -106,8 +106,8 @@ static void settings_read(void)
         if (n < 0) SHIM_WARN("MPCCL_SHIM_MIN_BYTES=%s is not a size (e.g. 4096, 64k); using 0", v);
         else settings.min_bytes = (size_t)n;
     }
-    settings.p2p = 1;
-    if ((v = env2("MPCCL_SHIM_P2P", NULL))) settings.p2p = strcmp(v, "0") != 0;
+    settings.p2p = -1; /* auto: decided in MPI_Init (mpccl_shim_p2p_resolve) */
+    if ((v = env2("MPCCL_SHIM_P2P", NULL)) && strcasecmp(v, "auto")) settings.p2p = strcmp(v, "0") != 0;
     settings.eager_bytes = 4096;
     if ((v = env2("MPCCL_SHIM_EAGER_BYTES", NULL))) {
         long long n = parse_size(v);
@@ -131,6 +131,17 @@ const shim_settings_t *mpccl_shim_settings(void)
 {
     pthread_once(&settings_once, settings_read);
     return &settings;
+}
+
+void mpccl_shim_p2p_resolve(int mpi_cuda_aware)
+{
+    mpccl_shim_settings();
+    if (settings.p2p >= 0) return;
+    /* auto: an MPI that moves device buffers itself keeps point-to-point (it
+     * also reaches other nodes GPU-direct); any other needs the shim */
+    settings.p2p = !mpi_cuda_aware;
+    if (mpi_cuda_aware)
+        SHIM_INFO("point-to-point left to MPI: it is CUDA-aware (MPCCL_SHIM_P2P=1 routes it through the shim)");
 }
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -51,12 +51,13 @@ SHIM_INIT_ALIAS(mpccl_shim_f_init_thread, MPI_INIT_THREAD)
 SHIM_INIT_ALIAS(mpccl_shim_f_init_thread, mpi_init_thread_f08_)
 
 /* Codes that check for a CUDA-aware MPI at run time (Open MPI's extension)
- * get yes while the shim moves device buffers: that is what it is for. */
+ * get yes while the shim moves device buffers, or the MPI does. */
 int MPIX_Query_cuda_support(void) SHIM_EXPORT;
 int MPIX_Query_cuda_support(void)
 {
 #ifdef MPCCL_HAVE_CUDA
-    return mpccl_shim_settings()->enabled && mpccl_shim_settings()->p2p;
+    /* auto left point-to-point to a CUDA-aware MPI: still yes */
+    return mpccl_shim_settings()->enabled && mpccl_shim_settings()->p2p != 0;
 #else
     return 0;
 #endif

@@ -5,6 +5,7 @@
  * communicator on first use, its ranks in MPI_COMM_WORLD (cached as an
  * attribute: translating is local, no collective). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -63,10 +64,19 @@ static int map_delete(MPI_Comm comm, int kv, void *value, void *extra)
     return MPI_SUCCESS;
 }
 
+/* Does the MPI underneath move device buffers itself (Open MPI's
+ * extension, asked past the shim's own answer)? */
+static int mpi_cuda_aware(void)
+{
+    int (*query)(void) = (int (*)(void))dlsym(RTLD_NEXT, "MPIX_Query_cuda_support");
+    return query ? query() == 1 : 0;
+}
+
 void mpccl_shim_world_init(void)
 {
     void *ub = NULL;
     int found = 0;
+    mpccl_shim_p2p_resolve(mpi_cuda_aware());
     if (!mpccl_shim_settings()->enabled || !mpccl_shim_settings()->p2p || private_comm != MPI_COMM_NULL) return;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
