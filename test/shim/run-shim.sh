@@ -14,7 +14,8 @@
 #      with MPCCL_SHIM_P2P=0 (point-to-point interception off); a peer killed
 #      during a send and a receive (test_shim_deadpeer, --enable-recovery):
 #      the survivor's call fails within 5 s; Fortran point-to-point
-#      (test_shim_p2p_f) plain and through the protocol
+#      (test_shim_p2p_f) plain and through the protocol; four threads per
+#      rank at once (test_shim_threads)
 # Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
@@ -97,6 +98,9 @@ for np in 2 3 4 8; do
     run $np MPCCL_SHIM_HOST=1 -- "$p2p"
 done
 run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_P2P=0 -- "$p2p" --quick
+# four threads per rank exchanging at once (MPI_THREAD_MULTIPLE)
+run 2 -- "$top_builddir/test/shim/test_shim_threads"
+run 4 MPCCL_SHIM_HOST=1 -- "$top_builddir/test/shim/test_shim_threads"
 
 # A peer that dies during a transfer: rank 1 kills itself, rank 0's MPI_Send
 # (an envelope waiting for its answer) or MPI_Recv must fail within 5 s.  Open
