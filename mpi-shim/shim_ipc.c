@@ -155,8 +155,11 @@ int mpccl_shim_ipc_pull(const shim_env_t *e, void *dst, size_t bytes)
         if (src == NULL) return MPI_ERR_OTHER;
     }
     /* The copy engines, ordered after our legacy default stream's work (the
-     * receive buffer may still be read by an earlier kernel). */
+     * receive buffer may still be read by an earlier kernel).  A
+     * device-to-device cudaMemcpy returns before the copy is done, and the
+     * sender reuses its buffer once we answer: wait for it. */
     cudaError_t err = cudaMemcpy(dst, src + e->offset, bytes, cudaMemcpyDefault);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(cudaStreamLegacy);
     if (err == cudaSuccess) return MPI_SUCCESS;
     SHIM_WARN("copying %zu bytes from rank %u's GPU buffer failed: %s", bytes, e->sender, cudaGetErrorString(err));
     (void)cudaGetLastError();

@@ -228,6 +228,9 @@ int mpccl_shim_copy(void *dst, const void *src, size_t bytes)
 #ifdef MPCCL_HAVE_CUDA
     if (!mpccl_shim_settings()->host_mode) {
         cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+        /* device to device, cudaMemcpy returns before the copy is done; the
+         * MPI call must not */
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
         if (e == cudaSuccess) return MPI_SUCCESS;
         SHIM_WARN("staging copy of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
         (void)cudaGetLastError();

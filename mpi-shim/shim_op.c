@@ -198,6 +198,16 @@ void mpccl_shim_backoff_init(shim_backoff_t *b)
     b->start = b->last_check = now();
 }
 
+int mpccl_shim_peer_dead(int world_rank, const char *what)
+{
+    int pid = mpccl_shim_peer_pid(world_rank);
+    if (world_rank < 0 || pid <= 0 || mpccl_shim_peer_host(world_rank) != mpccl_shim_hostid()) return 0;
+    if (kill(pid, 0) == 0 || errno != ESRCH) return 0;
+    SHIM_WARN("%s: rank %d of MPI_COMM_WORLD (pid %d on this host) died before the transfer finished",
+              what ? what : "point-to-point", world_rank, pid);
+    return 1;
+}
+
 /* Fails the operations whose peer on this host has died (kill(pid, 0)
  * says it is gone); returns how many. */
 static int reap_dead_peers(void)
@@ -206,11 +216,7 @@ static int reap_dead_peers(void)
     pthread_mutex_lock(&ops_lock);
     for (shim_op_t *op = active, *next; op; op = next) {
         next = op->next;
-        int pid = mpccl_shim_peer_pid(op->peer_world);
-        if (op->peer_world < 0 || pid <= 0 || mpccl_shim_peer_host(op->peer_world) != mpccl_shim_hostid()) continue;
-        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
-        SHIM_WARN("%s: rank %d of MPI_COMM_WORLD (pid %d on this host) died before the transfer finished",
-                  op->what ? op->what : "point-to-point", op->peer_world, pid);
+        if (!mpccl_shim_peer_dead(op->peer_world, op->what)) continue;
         if (op->ireq != MPI_REQUEST_NULL) {
             PMPI_Cancel(&op->ireq);
             PMPI_Request_free(&op->ireq);
@@ -224,14 +230,17 @@ static int reap_dead_peers(void)
     return n;
 }
 
-int mpccl_shim_backoff(shim_backoff_t *b)
+/* The polite wait itself; 1 when a second has passed since the last look
+ * at the peers. */
+static int backoff_wait(shim_backoff_t *b)
 {
+    int due = 0;
     b->spins++;
-    if (b->spins < 256) return MPI_SUCCESS;
+    if (b->spins < 256) return 0;
     double t = now();
     if (t - b->last_check > 1.0) {
         b->last_check = t;
-        reap_dead_peers();
+        due = 1;
     }
     if (t - b->start < 0.01) {
         sched_yield();
@@ -240,7 +249,18 @@ int mpccl_shim_backoff(shim_backoff_t *b)
         struct timespec ts = {0, t - b->start < 1.0 ? 20000 : 200000};
         nanosleep(&ts, NULL);
     }
+    return due;
+}
+
+int mpccl_shim_backoff(shim_backoff_t *b)
+{
+    if (backoff_wait(b)) reap_dead_peers();
     return MPI_SUCCESS;
+}
+
+int mpccl_shim_backoff_due(shim_backoff_t *b)
+{
+    return backoff_wait(b);
 }
 
 int mpccl_shim_op_wait(shim_op_t *op)

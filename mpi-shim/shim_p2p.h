@@ -158,8 +158,13 @@ typedef struct {
     double start, last_check;
 } shim_backoff_t;
 void mpccl_shim_backoff_init(shim_backoff_t *b);
-/* Returns MPI_SUCCESS, or an MPI error after reporting a dead peer. */
+/* Is this world rank a process of this host that has died?  Says so once
+ * at WARN, naming it and `what`. */
+int mpccl_shim_peer_dead(int world_rank, const char *what);
+/* Waits a little; every second it fails the operations whose peer died. */
 int mpccl_shim_backoff(shim_backoff_t *b);
+/* The same wait for a caller that checks its own peer: 1 when it is time. */
+int mpccl_shim_backoff_due(shim_backoff_t *b);
 
 /* ---- point-to-point (shim_send.c, shim_recv.c) ---- */
 /* Should this call be looked at at all (shim on, not nested, a communicator)? */

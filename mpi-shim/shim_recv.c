@@ -346,25 +346,50 @@ int mpccl_shim_recv_launch(shim_op_t *op, MPI_Request *req, MPI_Status *status)
     return rc;
 }
 
-/* A blocking receive into a host buffer with nothing of ours in flight:
- * MPI's own MPI_Recv into the user's buffer, then a look at what arrived
- * (the common host-to-host message costs one comparison). */
-static int recv_host_blocking(shim_op_t *op, int source, int tag, MPI_Status *status)
+/* A blocking receive with nothing of ours in flight: MPI's own MPI_Recv
+ * into the user's buffer (a contiguous host buffer that can hold an
+ * envelope) or its landing, then a look at what arrived.  The common
+ * host-to-host message costs one comparison, and no request of ours. */
+static int recv_blocking(shim_op_t *op, int source, int tag, MPI_Status *status)
 {
     MPI_Status st;
     shim_env_t e;
-    int n = 0;
+    int n = 0, rc, direct = !op->device && op->contiguous && op->capacity >= SHIM_ENV_BYTES;
     st.MPI_ERROR = MPI_SUCCESS;
-    int rc = PMPI_Recv(op->buf, op->count, op->dt, source, tag, op->comm, &st);
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (direct) {
+        op->land = op->buf;
+        rc = PMPI_Irecv(op->buf, op->count, op->dt, source, tag, op->comm, &r);
+    } else {
+        size_t lb = op->capacity > SHIM_ENV_BYTES ? op->capacity : SHIM_ENV_BYTES;
+        op->land = lb <= 0x7fffffffu ? land_alloc(lb, &op->land_owned) : NULL;
+        rc = op->land ? PMPI_Irecv(op->land, (int)lb, MPI_BYTE, source, tag, op->comm, &r)
+                      : (lb > 0x7fffffffu ? MPI_ERR_COUNT : MPI_ERR_NO_MEM);
+    }
+    /* waited for here, so that a named sender's death ends the wait */
+    if (rc == MPI_SUCCESS) {
+        int peer = source >= 0 ? mpccl_shim_world_rank(op->comm, source) : -1, done = 0;
+        shim_backoff_t b;
+        mpccl_shim_backoff_init(&b);
+        while ((rc = PMPI_Test(&r, &done, &st)) == MPI_SUCCESS && !done) {
+            if (mpccl_shim_backoff_due(&b) && mpccl_shim_peer_dead(peer, op->what)) {
+                PMPI_Cancel(&r);
+                PMPI_Request_free(&r);
+                rc = MPI_ERR_OTHER;
+                PMPI_Comm_call_errhandler(op->comm, rc);
+                break;
+            }
+        }
+    }
     if (rc == MPI_SUCCESS) PMPI_Get_count(&st, MPI_BYTE, &n);
-    if (rc != MPI_SUCCESS || n != SHIM_ENV_BYTES || !mpccl_shim_env_parse(op->buf, (size_t)n, &e)) {
+    if (rc != MPI_SUCCESS || (direct && (n != SHIM_ENV_BYTES || !mpccl_shim_env_parse(op->buf, (size_t)n, &e)))) {
         if (rc == MPI_SUCCESS) mpccl_shim_count_p2p(0, SHIM_ROUTE_MPI);
         if (status != MPI_STATUS_IGNORE) *status = st;
+        if (op->land_owned) mpccl_shim_land_free(op->land, op->land_owned);
         mpccl_shim_op_free(op);
         return rc;
     }
-    /* an envelope: served like any landed message */
-    op->land = op->buf;
+    /* an envelope, or data to copy in: served like any landed message */
     mpccl_shim_op_start(op);
     pthread_mutex_lock(mpccl_shim_ops_lock());
     recv_landed(op, &st);
@@ -391,9 +416,8 @@ int mpccl_shim_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, 
         return req ? PMPI_Irecv(buf, count, dt, source, tag, comm, req) /* MPI reports the bad argument */
                    : PMPI_Recv(buf, count, dt, source, tag, comm, status);
     }
-    if (req == NULL && mpccl_shim_p2p_on() && !op->device && op->contiguous && op->capacity >= SHIM_ENV_BYTES &&
-        !mpccl_shim_ops_active() && __atomic_load_n(&stash_count, __ATOMIC_ACQUIRE) == 0)
-        return recv_host_blocking(op, source, tag, status);
+    if (req == NULL && !mpccl_shim_ops_active() && __atomic_load_n(&stash_count, __ATOMIC_ACQUIRE) == 0)
+        return recv_blocking(op, source, tag, status);
     int rc = mpccl_shim_recv_post(op, source, tag);
     if (rc != MPI_SUCCESS) {
         if (op->land_owned) mpccl_shim_land_free(op->land, op->land_owned);
