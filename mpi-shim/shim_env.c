@@ -108,10 +108,10 @@ static void settings_read(void)
     }
     settings.p2p = -1; /* auto: decided in MPI_Init (mpccl_shim_p2p_resolve) */
     if ((v = env2("MPCCL_SHIM_P2P", NULL)) && strcasecmp(v, "auto")) settings.p2p = strcmp(v, "0") != 0;
-    settings.eager_bytes = 4096;
+    settings.eager_bytes = 1024;
     if ((v = env2("MPCCL_SHIM_EAGER_BYTES", NULL))) {
         long long n = parse_size(v);
-        if (n < 0) SHIM_WARN("MPCCL_SHIM_EAGER_BYTES=%s is not a size (e.g. 4096, 64k); using 4096", v);
+        if (n < 0) SHIM_WARN("MPCCL_SHIM_EAGER_BYTES=%s is not a size (e.g. 1024, 64k); using 1024", v);
         else settings.eager_bytes = (size_t)n;
     }
     if ((v = env2("MPCCL_SHIM_COLLS", NULL))) {
