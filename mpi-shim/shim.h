@@ -77,8 +77,12 @@ int mpccl_shim_cu_attrs(const void *p, unsigned n, void *attrs, void **data);
 /* Host bounce buffers for the staged path (pinned when CUDA is there). */
 void *mpccl_shim_bounce_get(size_t bytes);
 void mpccl_shim_bounce_put(void *p);
-/* Copies between a buffer and its bounce; 0 or an MPI error code. */
+/* Copies between a buffer and its bounce; 0 or an MPI error code.  A
+ * cudaMemcpy: done on return between device and pinned memory, which is
+ * what bounces are.  Device to device, and from pageable memory to the
+ * device, it returns before the copy is done: mpccl_shim_copy_done waits. */
 int mpccl_shim_copy(void *dst, const void *src, size_t bytes);
+int mpccl_shim_copy_done(void *dst, const void *src, size_t bytes);
 
 /* ---- datatypes and ops (shim_types.c) ---- */
 /* Maps a predefined MPI datatype mpccl can reduce; 0 when it cannot. */

@@ -222,21 +222,30 @@ void mpccl_shim_bounce_put(void *p)
     bounce_free(p); /* all slots were busy (many threads): not pooled */
 }
 
-int mpccl_shim_copy(void *dst, const void *src, size_t bytes)
+static int copy(void *dst, const void *src, size_t bytes, int wait)
 {
     if (bytes == 0) return MPI_SUCCESS;
 #ifdef MPCCL_HAVE_CUDA
     if (!mpccl_shim_settings()->host_mode) {
         cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-        /* device to device, cudaMemcpy returns before the copy is done; the
-         * MPI call must not */
-        if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
+        if (e == cudaSuccess && wait) e = cudaStreamSynchronize(cudaStreamLegacy);
         if (e == cudaSuccess) return MPI_SUCCESS;
         SHIM_WARN("staging copy of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
         (void)cudaGetLastError();
         return MPI_ERR_OTHER;
     }
 #endif
+    (void)wait;
     memcpy(dst, src, bytes);
     return MPI_SUCCESS;
+}
+
+int mpccl_shim_copy(void *dst, const void *src, size_t bytes)
+{
+    return copy(dst, src, bytes, 0);
+}
+
+int mpccl_shim_copy_done(void *dst, const void *src, size_t bytes)
+{
+    return copy(dst, src, bytes, 1);
 }

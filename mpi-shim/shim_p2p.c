@@ -155,12 +155,12 @@ int mpccl_shim_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest,
     char *tmp = scratch_get(span, device);
     if (tmp == NULL) return MPI_ERR_NO_MEM;
     /* holes of the type keep their bytes */
-    int rc = device ? mpccl_shim_copy(tmp, (char *)buf + lb, span) : (memcpy(tmp, (char *)buf + lb, span), 0);
+    int rc = device ? mpccl_shim_copy_done(tmp, (char *)buf + lb, span) : (memcpy(tmp, (char *)buf + lb, span), 0);
     if (rc == MPI_SUCCESS)
         rc = sendrecv(buf, count, dt, dest, sendtag, tmp - lb, count, dt, source, recvtag, comm, status,
                       "MPI_Sendrecv_replace");
     if (rc == MPI_SUCCESS)
-        rc = device ? mpccl_shim_copy((char *)buf + lb, tmp, span) : (memcpy((char *)buf + lb, tmp, span), 0);
+        rc = device ? mpccl_shim_copy_done((char *)buf + lb, tmp, span) : (memcpy((char *)buf + lb, tmp, span), 0);
     scratch_put(tmp, device);
     return rc;
 }

@@ -36,12 +36,16 @@ static void answer(shim_op_t *op, uint32_t code)
     if (rc != MPI_SUCCESS && op->error == MPI_SUCCESS) op->error = rc;
 }
 
-/* n packed bytes at src into the user's buffer and datatype. */
-static int deliver(shim_op_t *op, const void *src, size_t n)
+/* n packed bytes at src into the user's buffer and datatype; pinned: src
+ * is a pooled bounce (else malloc memory, whose copy to the device must be
+ * waited for). */
+static int deliver(shim_op_t *op, const void *src, size_t n, int pinned)
 {
     int tsize = 0, pos = 0, rc;
     if (n == 0) return MPI_SUCCESS;
-    if (op->contiguous) return op->device ? mpccl_shim_copy(op->buf, src, n) : (memcpy(op->buf, src, n), MPI_SUCCESS);
+    if (op->contiguous && op->device)
+        return pinned ? mpccl_shim_copy(op->buf, src, n) : mpccl_shim_copy_done(op->buf, src, n);
+    if (op->contiguous) return memcpy(op->buf, src, n), MPI_SUCCESS;
     PMPI_Type_size(op->dt, &tsize);
     int elems = tsize > 0 ? (int)(n / (size_t)tsize) : 0;
     if (!op->device) return PMPI_Unpack(src, (int)n, &pos, op->buf, elems, op->dt, op->comm);
@@ -62,7 +66,7 @@ static int deliver(shim_op_t *op, const void *src, size_t n)
 static void recv_pushed(shim_op_t *op, MPI_Status *st)
 {
     if (st->MPI_ERROR != MPI_SUCCESS) op->error = st->MPI_ERROR;
-    else if (op->bounce) op->error = deliver(op, op->bounce, op->bytes);
+    else if (op->bounce) op->error = deliver(op, op->bounce, op->bytes, op->bounce_owned == 1);
     if (op->bounce) mpccl_shim_land_free(op->bounce, op->bounce_owned);
     op->bounce = NULL;
     mpccl_shim_op_finish(op);
@@ -83,7 +87,7 @@ static void recv_envelope(shim_op_t *op, const shim_env_t *e)
         int owned = 0;
         void *tmp = op->contiguous ? op->buf : land_alloc(e->bytes, &owned);
         int rc = tmp ? mpccl_shim_ipc_pull(e, tmp, e->bytes) : MPI_ERR_NO_MEM;
-        if (rc == MPI_SUCCESS && !op->contiguous) op->error = deliver(op, tmp, e->bytes);
+        if (rc == MPI_SUCCESS && !op->contiguous) op->error = deliver(op, tmp, e->bytes, owned == 1);
         if (!op->contiguous) mpccl_shim_land_free(tmp, owned);
         if (rc == MPI_SUCCESS) {
             mpccl_shim_count_p2p(0, SHIM_ROUTE_MPCCL);
@@ -139,7 +143,7 @@ static void recv_landed(shim_op_t *op, MPI_Status *st)
     } else if (op->land != op->buf) {
         mpccl_shim_count_p2p(0, op->device ? SHIM_ROUTE_STAGED : SHIM_ROUTE_MPI);
         if ((size_t)n > op->capacity) op->error = MPI_ERR_TRUNCATE, op->bytes = op->capacity;
-        else op->error = deliver(op, op->land, (size_t)n);
+        else op->error = deliver(op, op->land, (size_t)n, op->land_owned == 1);
     }
     mpccl_shim_op_finish(op);
 }
