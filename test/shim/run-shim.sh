@@ -14,7 +14,7 @@
 #      with MPCCL_SHIM_P2P=0 (point-to-point interception off); a peer killed
 #      during a send and a receive (test_shim_deadpeer, --enable-recovery):
 #      the survivor's call fails within 5 s; Fortran point-to-point
-#      (test_shim_p2p_f) plain and through the protocol; four threads per
+#      (test_shim_p2p_f, test_shim_p2p_f08) plain and through the protocol; four threads per
 #      rank at once (test_shim_threads)
 # Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
 top_builddir=${top_builddir:-.}
@@ -145,15 +145,17 @@ if [ -n "$fc" ]; then
         }
         rm -f "$exe"
     done
-    exe=$top_builddir/test/shim/test_shim_p2p_f
-    if "$fc" -O1 -o "$exe" "$top_srcdir/test/shim/test_shim_p2p_f.f90"; then
-        run 2 -- "$exe"
-        run 3 MPCCL_SHIM_HOST=1 -- "$exe"
-        rm -f "$exe"
-    else
-        echo "FAIL: $fc could not build test_shim_p2p_f.f90"
-        status=1
-    fi
+    for f in test_shim_p2p_f test_shim_p2p_f08; do
+        exe=$top_builddir/test/shim/$f
+        if "$fc" -O1 -o "$exe" "$top_srcdir/test/shim/$f.f90"; then
+            run 2 -- "$exe"
+            run 3 MPCCL_SHIM_HOST=1 -- "$exe"
+            rm -f "$exe"
+        else
+            echo "FAIL: $fc could not build $f.f90"
+            status=1
+        fi
+    done
 else
     echo "=== no mpif90: Fortran bindings not tested"
 fi
