@@ -27,6 +27,7 @@
 #include "onesided/onesided_rma.h"
 #include "gpu/gpu_proxy.h"
 #include "gpu/gpu_proxy_mem.h"
+#include "gpu/gpu_shared.h"
 #include "gpu/gpu_state.h"
 
 
@@ -51,6 +52,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_hier_create(comm, &s->hier), st, out);
     MPCCL_CHECK_GOTO(mpccl_lsa_setup(comm, s->g->links_host), st, out);
+    MPCCL_CHECK_GOTO(mpccl_gpu_shared_create(comm, &s->shared, NULL), st, out);
     /* Peers push their registered buffers to this process (gpu_ipc_push.c); the
      * barrier below makes sure every rank serves before anyone registers. */
     if (mpccl_flat_reg_peer(s->flat, comm->rank)) MPCCL_CHECK_GOTO(mpccl_ipc_serve(), st, out);
@@ -162,6 +164,7 @@ void mpccl_gpu_release(ncclComm_t comm, int force)
         return;
     }
     free_plans(s);
+    mpccl_gpu_shared_destroy(s->shared);
     mpccl_flat_destroy(s->flat, 0);
     mpccl_gpu_hier_destroy(s->hier, 0);
     while (s->scratch) {
@@ -688,6 +691,19 @@ static int single_rank_copy(ncclComm_t comm, const mpccl_call_t *call, cudaStrea
     return 1;
 }
 
+/* Processes sharing the GPU without MPS (gpu_shared.h): the leader's process
+ * runs the call for all of them.  A stream being captured keeps the usual
+ * kernels: the path waits on the host, which a graph cannot replay. */
+static int shared_launch(mpccl_gpu_state_t *s, mpccl_call_t *call, cudaStream_t stream, mpccl_status_t *st)
+{
+    if (!mpccl_gpu_shared_takes(s->shared, call)) return 0;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+    if (cs != cudaStreamCaptureStatusNone) return 0;
+    *st = mpccl_gpu_shared_run(s->shared, call);
+    return 1;
+}
+
 /* Scratch bytes an engine call of schedule sc needs: temporaries, then the
  * prescaled input. */
 static void engine_scratch(const mpccl_sched_t *sc, ncclDataType_t dt, size_t *tmp_bytes, size_t *pre_bytes)
@@ -707,6 +723,7 @@ mpccl_status_t mpccl_gpu_prepare(mpccl_call_t *call)
     mpccl_gpu_state_t *s = comm->gpu;
     const mpccl_coll_desc_t *d = &call->desc;
     if (comm->nranks == 1 && !d->prescale) return MPCCL_OK; /* single_rank_copy: nothing to prepare */
+    if (mpccl_gpu_shared_takes(s->shared, call)) return MPCCL_OK; /* shared_launch: nothing to prepare */
     if (mpccl_gpu_hier_takes(comm, s->hier, d)) return MPCCL_OK; /* its children prepare at launch */
     int saved = -1;
     mpccl_status_t st = MPCCL_OK;
@@ -750,6 +767,7 @@ mpccl_status_t mpccl_gpu_launch(mpccl_call_t *call)
     if (mpccl_gpu_hier_takes(comm, s->hier, &call->desc)) return mpccl_gpu_hier_launch(comm, s->hier, call);
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     if (single_rank_copy(comm, call, stream, &st)) goto out;
+    if (shared_launch(s, call, stream, &st)) goto out;
     if (mpccl_flat_takes(s->flat, &call->desc)) {
         st = launch_flat(comm, s, call, stream);
         goto out;

@@ -54,6 +54,7 @@ typedef struct mpccl_gpu_state {
     mpccl_os_remote_t *os_remote; /* one-sided operations with other nodes, carried by proxy */
     mpccl_flat_comm_t *flat; /* single node, P2P everywhere: the flat kernels */
     struct mpccl_gpu_hier *hier; /* spanning equal nodes: hierarchical collectives (gpu_hier.c); NULL if none */
+    struct mpccl_gpu_shared *shared; /* processes sharing the GPU without MPS (gpu_shared.c); NULL if not */
     int check_pointers;      /* MPCCL_CHECK_POINTERS: ask the driver about every buffer */
     int net;                 /* between nodes: how pieces go (mpccl_gpu_proxy_net); 0 on one node */
     char net_why[192];       /* and why, for the proxy's INFO line */
