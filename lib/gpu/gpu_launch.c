@@ -31,6 +31,14 @@
 #include "gpu/gpu_state.h"
 
 
+/* Whether the stream is being captured into a CUDA graph. */
+static int stream_capturing(cudaStream_t stream)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+    return cs != cudaStreamCaptureStatusNone;
+}
+
 mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
 {
     mpccl_status_t st = MPCCL_OK;
@@ -503,6 +511,10 @@ mpccl_status_t mpccl_gpu_launch_p2p(mpccl_call_t **calls, int n)
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     cudaStream_t stream = (cudaStream_t)calls[0]->stream;
     int capturing = 0;
+    if (mpccl_gpu_shared_takes_p2p(s->shared) && !stream_capturing(stream)) {
+        st = mpccl_gpu_shared_p2p(s->shared, calls, n);
+        goto out;
+    }
     if (mpccl_flat_takes_p2p(s->flat)) {
         MPCCL_CHECK_GOTO(before_launch(s, stream, &capturing), st, out);
         MPCCL_CHECK_GOTO(join_streams(s, calls, n, 0), st, out);
@@ -696,10 +708,7 @@ static int single_rank_copy(ncclComm_t comm, const mpccl_call_t *call, cudaStrea
  * kernels: the path waits on the host, which a graph cannot replay. */
 static int shared_launch(mpccl_gpu_state_t *s, mpccl_call_t *call, cudaStream_t stream, mpccl_status_t *st)
 {
-    if (!mpccl_gpu_shared_takes(s->shared, call)) return 0;
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
-    if (cs != cudaStreamCaptureStatusNone) return 0;
+    if (!mpccl_gpu_shared_takes(s->shared, call) || stream_capturing(stream)) return 0;
     *st = mpccl_gpu_shared_run(s->shared, call);
     return 1;
 }
@@ -747,7 +756,9 @@ mpccl_status_t mpccl_gpu_prepare_p2p(mpccl_call_t **calls, int n)
     ncclComm_t comm = calls[0]->comm;
     plan_entry_t *pe = NULL;
     int saved = -1;
-    if (n > MPCCL_ENGINE_MAX_BUFS - 3 || mpccl_flat_takes_p2p(comm->gpu->flat)) return MPCCL_OK; /* see launch */
+    if (n > MPCCL_ENGINE_MAX_BUFS - 3 || mpccl_flat_takes_p2p(comm->gpu->flat) ||
+        mpccl_gpu_shared_takes_p2p(comm->gpu->shared))
+        return MPCCL_OK; /* see launch */
     MPCCL_CHECK(mpccl_cuda_push_device(comm->cuda_dev, &saved));
     mpccl_status_t st = p2p_plan(comm, comm->gpu, calls, n, &pe);
     if (saved >= 0) mpccl_cuda_restore_device(saved);

@@ -26,6 +26,7 @@
 #include "gpu/gpu_ipc.h"
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_shared.h"
+#include "gpu/gpu_shared_impl.h"
 #include "gpu/gpu_state.h"
 #include "kernels/engine.h"
 #include "kernels/shared_dev.h"
@@ -33,64 +34,6 @@
 #include "util/config.h"
 #include "util/datatype.h"
 #include "util/log.h"
-
-#define SHR_CACHE 16            /* buffers remembered per rank (exports, imports) */
-#define SHR_UNIT_BYTES (64 << 10) /* a CTA's piece of a group per pass */
-
-/* How the leader reaches one buffer of a rank: the allocation and the offset. */
-typedef struct {
-    int32_t present;       /* 0: the call passes no buffer here (NULL or unused) */
-    int32_t pad;
-    uint64_t offset;       /* from the allocation's base */
-    uint64_t buffer_id;    /* CU_POINTER_ATTRIBUTE_BUFFER_ID: a freed, reused base differs */
-    mpccl_ipc_desc_t desc;
-} buf_ref_t;
-
-/* One rank's call, as the leader reads it. */
-typedef struct {
-    volatile uint64_t arrive; /* the seq whose description below is complete (release store) */
-    int32_t coll, dt, op, root;
-    uint64_t count;
-    int32_t scaled;           /* 1: the leader multiplies this rank's input by scalar */
-    int32_t pad;
-    uint64_t divisor;
-    uint64_t scalar;          /* one element of dt */
-    buf_ref_t in, out;
-    char pad2[64];
-} slot_t;
-
-/* The segment all ranks map (POSIX shared memory, named once, unlinked as
- * soon as every rank mapped it). */
-typedef struct {
-    volatile uint64_t done;     /* written last by the leader's launch of call seq */
-    char pad[56];
-    volatile uint64_t fail_seq; /* the leader refused call fail_seq: fail_msg says why */
-    char fail_msg[512];
-    slot_t slot[];              /* [nranks] */
-} seg_t;
-
-typedef struct {
-    uint64_t base, buffer_id, size;
-    mpccl_ipc_desc_t desc;
-    void *mapped; /* leader: the import */
-    uint64_t used;
-} cache_ent_t;
-
-struct mpccl_gpu_shared {
-    ncclComm_t comm;
-    int rank, nranks, leader;
-    int nctas;
-    uint64_t seq;
-    seg_t *seg;
-    size_t seg_bytes;
-    uint64_t *done_dev;        /* leader: the device view of seg->done */
-    uint32_t *counter;         /* leader: the launches' CTA counter (device) */
-    cache_ent_t exports[SHR_CACHE];   /* a follower's */
-    cache_ent_t *imports;             /* leader: [nranks][SHR_CACHE] */
-    uint64_t tick;
-    scratch_block_t *stage_in, *stage_out; /* buffers IPC cannot share, staged */
-    scratch_block_t *scratch;              /* leader: in-place alltoall, device-scalar prescale */
-};
 
 /* ---- memory identity ---------------------------------------------------------------- */
 
@@ -119,7 +62,7 @@ static int alloc_of(const void *p, uint64_t *base, uint64_t *size, uint64_t *id)
 
 /* The description of the allocation holding p, exported once per allocation
  * (a follower's side).  0: CUDA IPC cannot share it. */
-static int export_ref(mpccl_gpu_shared_t *sh, const void *p, buf_ref_t *ref)
+int mpccl_shr_export_ref(mpccl_gpu_shared_t *sh, const void *p, buf_ref_t *ref)
 {
     uint64_t base, size, id;
     if (!alloc_of(p, &base, &size, &id)) return 0;
@@ -154,7 +97,7 @@ found:
 }
 
 /* The leader's pointer to a rank's buffer (its import, cached). */
-static mpccl_status_t import_ref(mpccl_gpu_shared_t *sh, int r, const buf_ref_t *ref, char **out)
+mpccl_status_t mpccl_shr_import_ref(mpccl_gpu_shared_t *sh, int r, const buf_ref_t *ref, char **out)
 {
     cache_ent_t *row = &sh->imports[(size_t)r * SHR_CACHE], *victim = &row[0];
     sh->tick++;
@@ -192,35 +135,39 @@ static mpccl_status_t import_ref(mpccl_gpu_shared_t *sh, int r, const buf_ref_t 
 /* Spins briefly (the peer is usually a few microseconds away), then yields,
  * then sleeps: ranks may outnumber the cores.  Every millisecond or so it
  * checks the communicator's abort word, its failure state (a dead peer) and
- * MPCCL_OP_TIMEOUT.  what names the wait for the error. */
-typedef int (*ready_fn_t)(const mpccl_gpu_shared_t *sh, uint64_t seq);
-
-static mpccl_status_t wait_for(mpccl_gpu_shared_t *sh, uint64_t seq, ready_fn_t ready, const char *fn,
-                               const char *what)
+ * MPCCL_OP_TIMEOUT (counted from the last progress).  what names the wait. */
+mpccl_status_t mpccl_shr_idle(mpccl_gpu_shared_t *sh, mpccl_shr_waiter_t *w, const char *fn, const char *what)
 {
-    ncclComm_t comm = sh->comm;
-    int64_t timeout = mpccl_config_int("OP_TIMEOUT");
-    double start = 0;
-    for (unsigned n = 0;; n++) {
-        if (ready(sh, seq)) return MPCCL_OK;
-        if (n < 2000) continue;
-        if (n < 4000) {
-            sched_yield();
-            continue;
-        }
-        struct timespec ts = {0, n < 20000 ? 20000 : 100000};
-        nanosleep(&ts, NULL);
-        if ((n & 15) != 0) continue;
-        if (start == 0) start = mpccl_now_seconds();
-        mpccl_gpu_abort_ctl_t *ab = mpccl_gpu_abort_ctl(comm);
-        if (ab && mpccl_gpu_abort_raised(ab))
-            return mpccl_fail(MPCCL_ERR_REMOTE, "%s: rank %d: the communicator was aborted while %s", fn, sh->rank,
-                              what);
-        if (mpccl_comm_failed_idle(comm)) return mpccl_comm_fail_report(comm, fn);
-        if (timeout > 0 && mpccl_now_seconds() - start > (double)timeout)
-            return mpccl_fail(MPCCL_ERR_REMOTE, "%s: rank %d: %s took longer than MPCCL_OP_TIMEOUT=%lld s", fn,
-                              sh->rank, what, (long long)timeout);
+    unsigned n = w->n++;
+    if (n < 2000) return MPCCL_OK;
+    if (n < 4000) {
+        sched_yield();
+        return MPCCL_OK;
     }
+    struct timespec ts = {0, n < 20000 ? 20000 : 100000};
+    nanosleep(&ts, NULL);
+    if ((n & 15) != 0) return MPCCL_OK;
+    ncclComm_t comm = sh->comm;
+    if (w->start == 0) {
+        w->start = mpccl_now_seconds();
+        w->timeout = mpccl_config_int("OP_TIMEOUT");
+    }
+    mpccl_gpu_abort_ctl_t *ab = mpccl_gpu_abort_ctl(comm);
+    if (ab && mpccl_gpu_abort_raised(ab))
+        return mpccl_fail(MPCCL_ERR_REMOTE, "%s: rank %d: the communicator was aborted while %s", fn, sh->rank, what);
+    if (mpccl_comm_failed_idle(comm)) return mpccl_comm_fail_report(comm, fn);
+    if (w->timeout > 0 && mpccl_now_seconds() - w->start > (double)w->timeout)
+        return mpccl_fail(MPCCL_ERR_REMOTE, "%s: rank %d: %s took longer than MPCCL_OP_TIMEOUT=%lld s", fn, sh->rank,
+                          what, (long long)w->timeout);
+    return MPCCL_OK;
+}
+
+mpccl_status_t mpccl_shr_wait(mpccl_gpu_shared_t *sh, uint64_t seq, ready_fn_t ready, const char *fn,
+                              const char *what)
+{
+    mpccl_shr_waiter_t w = {0, 0, 0};
+    while (!ready(sh, seq)) MPCCL_CHECK(mpccl_shr_idle(sh, &w, fn, what));
+    return MPCCL_OK;
 }
 
 static int followers_arrived(const mpccl_gpu_shared_t *sh, uint64_t seq)
@@ -336,8 +283,15 @@ mpccl_status_t mpccl_gpu_shared_create(ncclComm_t comm, mpccl_gpu_shared_t **out
     sh->rank = comm->rank;
     sh->nranks = comm->nranks;
     sh->leader = route.leader;
+    sh->sent = calloc((size_t)comm->nranks, sizeof(uint64_t));
+    sh->recvd = calloc((size_t)comm->nranks, sizeof(uint64_t));
+    if (!sh->sent || !sh->recvd) {
+        mpccl_gpu_shared_destroy(sh);
+        return mpccl_fail(MPCCL_ERR_SYSTEM, "shared-device path: out of memory");
+    }
     long page = sysconf(_SC_PAGESIZE);
-    size_t bytes = sizeof(seg_t) + (size_t)comm->nranks * sizeof(slot_t);
+    sh->rings_off = sizeof(seg_t) + (size_t)comm->nranks * sizeof(slot_t);
+    size_t bytes = sh->rings_off + (size_t)comm->nranks * (size_t)comm->nranks * sizeof(mpccl_shr_ring_t);
     sh->seg_bytes = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     /* The leader names the segment; everyone maps it; the name goes at once. */
     uint64_t nonce = 0;
@@ -395,6 +349,9 @@ void mpccl_gpu_shared_destroy(mpccl_gpu_shared_t *sh)
     free_blocks(sh->stage_in);
     free_blocks(sh->stage_out);
     free_blocks(sh->scratch);
+    free_blocks(sh->stage_p2p);
+    free(sh->sent);
+    free(sh->recvd);
     if (sh->counter) cudaFree(sh->counter);
     if (sh->seg) {
         if (sh->done_dev) cudaHostUnregister(sh->seg);
@@ -448,9 +405,9 @@ static mpccl_status_t ref_or_stage(mpccl_gpu_shared_t *sh, const void *p, size_t
     memset(ref, 0, sizeof(*ref));
     *staged = NULL;
     if (bytes == 0 || p == NULL) return MPCCL_OK;
-    if (export_ref(sh, p, ref)) return MPCCL_OK;
+    if (mpccl_shr_export_ref(sh, p, ref)) return MPCCL_OK;
     MPCCL_CHECK(mpccl_gpu_scratch_get(stage, bytes, staged));
-    if (!export_ref(sh, *staged, ref))
+    if (!mpccl_shr_export_ref(sh, *staged, ref))
         return mpccl_fail(MPCCL_ERR_CUDA, "shared-device path: rank %d cannot share its staging buffer", sh->rank);
     return MPCCL_OK;
 }
@@ -470,7 +427,7 @@ static mpccl_status_t follower_call(mpccl_gpu_shared_t *sh, mpccl_call_t *call, 
     int scale_here = d->prescale && call->task.scalar_dev && nin;
     if (scale_here && !in_stage) {
         MPCCL_CHECK(mpccl_gpu_scratch_get(&sh->stage_in, nin * es, &in_stage));
-        if (!export_ref(sh, in_stage, &slot->in))
+        if (!mpccl_shr_export_ref(sh, in_stage, &slot->in))
             return mpccl_fail(MPCCL_ERR_CUDA, "%s: rank %d cannot share its staging buffer", fn, sh->rank);
     }
     MPCCL_CHECK(ref_or_stage(sh, call->task.out, nout * es, &sh->stage_out, &slot->out, &out_stage));
@@ -489,7 +446,7 @@ static mpccl_status_t follower_call(mpccl_gpu_shared_t *sh, mpccl_call_t *call, 
     memcpy(&slot->scalar, call->task.scalar, sizeof slot->scalar);
     slot->divisor = d->divide ? call->task.divisor : 0;
     __atomic_store_n(&slot->arrive, seq, __ATOMIC_RELEASE);
-    MPCCL_CHECK(wait_for(sh, seq, leader_done, fn, "waiting for the leader rank's launch"));
+    MPCCL_CHECK(mpccl_shr_wait(sh, seq, leader_done, fn, "waiting for the leader rank's launch"));
     if (__atomic_load_n(&sh->seg->done, __ATOMIC_ACQUIRE) < seq)
         return mpccl_fail(MPCCL_ERR_USAGE, "%s: %s", fn, sh->seg->fail_msg);
     if (out_stage)
@@ -608,7 +565,7 @@ static mpccl_status_t leader_call(mpccl_gpu_shared_t *sh, mpccl_call_t *call, ui
     cudaStream_t stream = (cudaStream_t)call->stream;
     const int n = sh->nranks;
     size_t es = mpccl_dtype_size(d->dt);
-    MPCCL_CHECK(wait_for(sh, seq, followers_arrived, fn, "waiting for the other ranks sharing the GPU to call"));
+    MPCCL_CHECK(mpccl_shr_wait(sh, seq, followers_arrived, fn, "waiting for the other ranks sharing the GPU to call"));
     MPCCL_CHECK(check_match(sh, d, seq, fn));
     mpccl_shr_args_t *a = calloc(1, sizeof(*a));
     if (!a) return refuse(sh, seq, "%s: rank %d: out of memory", fn, sh->rank);
@@ -644,8 +601,8 @@ static mpccl_status_t leader_call(mpccl_gpu_shared_t *sh, mpccl_call_t *call, ui
         }
         const slot_t *s = &sh->seg->slot[r];
         char *p = NULL;
-        if (s->in.present && (st = import_ref(sh, r, &s->in, &p)) == MPCCL_OK) a->src[r] = p;
-        if (st == MPCCL_OK && s->out.present && (st = import_ref(sh, r, &s->out, &p)) == MPCCL_OK) a->dst[r] = p;
+        if (s->in.present && (st = mpccl_shr_import_ref(sh, r, &s->in, &p)) == MPCCL_OK) a->src[r] = p;
+        if (st == MPCCL_OK && s->out.present && (st = mpccl_shr_import_ref(sh, r, &s->out, &p)) == MPCCL_OK) a->dst[r] = p;
         a->scalar[r] = s->scalar;
         if (d->prescale && !s->scaled) { /* scaled by its own rank already: times one */
             a->scalar[r] = 0;

@@ -10,8 +10,10 @@
  * for the done word the leader's launch writes; the leader waits for every
  * follower's description, checks that the calls match, launches and returns
  * (it stays stream-ordered).  Buffers that CUDA IPC cannot share (e.g. from a
- * stream-ordered pool) go through a staging buffer of their rank.  Calls being
- * captured into a CUDA graph, and send/receive, take the usual kernels.
+ * stream-ordered pool) go through a staging buffer of their rank.  Send and
+ * receive are copies by the receiver out of the sender's buffer
+ * (gpu_shared_p2p.c).  Calls being captured into a CUDA graph take the usual
+ * kernels.
  * Only built with CUDA. */
 #ifndef MPCCL_GPU_SHARED_H
 #define MPCCL_GPU_SHARED_H
@@ -37,6 +39,10 @@ void mpccl_gpu_shared_destroy(mpccl_gpu_shared_t *sh);
 int mpccl_gpu_shared_takes(const mpccl_gpu_shared_t *sh, const mpccl_call_t *call);
 /* Runs the call as described above. */
 mpccl_status_t mpccl_gpu_shared_run(mpccl_gpu_shared_t *sh, mpccl_call_t *call);
+/* Send/receive (gpu_shared_p2p.c): whether the path takes them, and one
+ * group of them (calls in program order). */
+int mpccl_gpu_shared_takes_p2p(const mpccl_gpu_shared_t *sh);
+mpccl_status_t mpccl_gpu_shared_p2p(mpccl_gpu_shared_t *sh, mpccl_call_t **calls, int n);
 
 #endif /* MPCCL_HAVE_CUDA */
 #endif
