@@ -117,21 +117,24 @@ step sh "$mpi" -t 300 -e MPCCL_FLAT_P2P_LL_BYTES=64G "$ngpu" mpccl-perf -C sendr
 fi
 # several processes on one GPU
 if want shared; then
-step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 3 test/mpi/test_coll
-step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C alltoall -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
-step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C all_gather -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
-step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 3 mpccl-perf -W 3 -C all -b 1 -e 64K -f 61 -c 1 -w 1 -n 1
-step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_WIN_BYTES=0 -e MPCCL_FLAT_CE_BYTES=1 2 mpccl-perf -W 1 -C all -b 1 -e 1M -f 31 -c 1 -w 1 -n 1
+# the shared-device path (no MPS) and MPS, every collective and send/recv
+step sh "$here/shared-gpu.sh"
+# the usual kernels with several processes on one GPU (time-sliced without MPS)
+step sh "$mpi" -t 500 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels 3 test/mpi/test_coll
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C alltoall -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_SELF_BYTES=1 -e MPCCL_FLAT_LL_BYTES=0 3 mpccl-perf -C all_gather -d all -b 1 -e 1M -f 7 -c 1 -w 1 -n 2
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_WIN_BYTES=0 3 mpccl-perf -W 3 -C all -b 1 -e 64K -f 61 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_WIN_BYTES=0 -e MPCCL_FLAT_CE_BYTES=1 2 mpccl-perf -W 1 -C all -b 1 -e 1M -f 31 -c 1 -w 1 -n 1
 # broadcast and reduce of 3 ranks split in two launches at every size (counts that 3 does not divide too), root 1, graphs
 for c in broadcast reduce; do
-    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_ROOT_SPLIT_BYTES=1 3 mpccl-perf -C $c -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1 -r 1
-    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_ROOT_SPLIT_BYTES=1 3 mpccl-perf -C $c -b 1 -e 4M -f 7 -c 1 -w 1 -n 2 -G 2
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_ROOT_SPLIT_BYTES=1 3 mpccl-perf -C $c -d all -o all -b 1 -e 1M -f 7 -c 1 -w 1 -n 1 -r 1
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_ROOT_SPLIT_BYTES=1 3 mpccl-perf -C $c -b 1 -e 4M -f 7 -c 1 -w 1 -n 2 -G 2
 done
-step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 3 mpccl-perf -W 3 -C sendrecv -b 1 -e 4M -f 13 -c 1 -w 1 -n 1
+step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_P2P_DIRECT_BYTES=1 3 mpccl-perf -W 3 -C sendrecv -b 1 -e 4M -f 13 -c 1 -w 1 -n 1
 # send/recv as LL units at every size, and never
 for ll in 64G 0; do
-    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_LL_BYTES=$ll 3 test/mpi/test_group
-    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_FLAT_P2P_LL_BYTES=$ll -e CK_RUN_CASE=p2p 3 test/mpi/test_coll
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_P2P_LL_BYTES=$ll 3 test/mpi/test_group
+    step sh "$mpi" -t 300 -e CUDA_VISIBLE_DEVICES=0 -e MPCCL_SHARED_GPU=kernels -e MPCCL_FLAT_P2P_LL_BYTES=$ll -e CK_RUN_CASE=p2p 3 test/mpi/test_coll
 done
 fi
 # two simulated nodes: the inter-node steps go through the proxy and UCX
