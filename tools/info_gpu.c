@@ -80,6 +80,19 @@ void info_gpu(info_out_t *o)
         if (cudaDeviceGetPCIBusId(buf, sizeof(buf), d) == cudaSuccess) info_out_str(o, "pci_bus_id", buf);
         if (links[d] >= 0) info_out_int(o, "nvlinks_active", links[d]);
         else info_out_str(o, "nvlinks_active", NULL);
+        /* Several processes on this GPU: with MPS their kernels run together;
+         * without it the GPU time-slices them and mpccl's communicators of
+         * such processes take the shared-device path (README, "Several ranks
+         * per GPU"). */
+        int mps = 0;
+        if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, d) == cudaSuccess) {
+            info_out_bool(o, "mps", mps);
+            info_out_str(o, "processes_sharing_it", mps ? "kernels run together (MPS)"
+                                                        : "time-sliced: collectives take the shared-device path");
+        } else {
+            (void)cudaGetLastError();
+            info_out_str(o, "mps", NULL);
+        }
         info_out_close(o);
     }
     info_out_close(o);

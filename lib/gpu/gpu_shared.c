@@ -187,11 +187,11 @@ static int leader_done(const mpccl_gpu_shared_t *sh, uint64_t seq)
 
 static int mps_enabled(int dev)
 {
-    const mpccl_cu_fns_t *cu;
-    CUdevice d;
     int v = 0;
-    if (mpccl_cu_get(&cu) != MPCCL_OK || cu->cuDeviceGet(&d, dev) != CUDA_SUCCESS) return -1;
-    if (cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, d) != CUDA_SUCCESS) return -1;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
     return v ? 1 : 0;
 }
 
