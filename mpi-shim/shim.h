@@ -37,6 +37,7 @@ typedef struct {
     int host_mode;         /* MPCCL_SHIM_HOST: host buffers count as GPU buffers (tests) */
     int agree;             /* MPCCL_SHIM_AGREE: agreement step (1) or uniformity rule (0) */
     size_t min_bytes;      /* MPCCL_SHIM_MIN_BYTES */
+    int min_bytes_auto;    /* MPCCL_SHIM_MIN_BYTES=auto (default): measured per size class (shim_tune.c) */
     int p2p;               /* MPCCL_SHIM_P2P: point-to-point on device buffers through the shim (-1: auto, undecided) */
     size_t eager_bytes;    /* MPCCL_SHIM_EAGER_BYTES: device messages up to this size go as staged copies */
     uint64_t colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */
@@ -134,6 +135,12 @@ typedef struct {
     int fast;
     int nbuf;
     shim_buf_t buf[SHIM_MAXBUF];
+    /* MPCCL_SHIM_MIN_BYTES=auto (shim_tune.c) */
+    int tunable;           /* the ranks pass equal sizes and the call blocks: it may be a timed trial */
+    void *tune;            /* the size class this call is a trial of, or NULL */
+    int tune_route;
+    double tune_t0;
+    size_t bytes;          /* what mpccl_shim_decide was given */
 } shim_call_t;
 
 /* Starts a call: 0 when the shim must stay out of it (off, nested, MPI_COMM_NULL,
@@ -149,6 +156,12 @@ void mpccl_shim_reject(shim_call_t *c, int reason, const char *why);
 /* Applies MIN_BYTES / COLLS and (in agreement mode) agrees across the
  * communicator; every rank gets the same route. */
 shim_route_t mpccl_shim_decide(shim_call_t *c, size_t bytes);
+/* MPCCL_SHIM_MIN_BYTES=auto (shim_tune.c): whether the call should be staged
+ * (a trial of staging, or the class's measured choice); the route the
+ * agreement gave; the blocking call's completion (timed when a trial). */
+int mpccl_shim_tune_staged(shim_call_t *c, size_t bytes);
+void mpccl_shim_tune_route(shim_call_t *c, shim_route_t r);
+void mpccl_shim_tune_done(shim_call_t *c, int rc, size_t bytes);
 /* Staged path: copies device buffers to bounces (before) and back (after). */
 int mpccl_shim_stage_in(shim_call_t *c);
 int mpccl_shim_stage_out(shim_call_t *c, int rc);

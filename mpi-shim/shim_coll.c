@@ -29,6 +29,7 @@ static int allreduce(shim_coll_t coll, const void *sendbuf, void *recvbuf, int c
         return req ? PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, req)
                    : PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
     }
+    c.tunable = req == NULL;
     int inplace = sendbuf == MPI_IN_PLACE, n = check_count(&c, count);
     size_t esz = check_reduce(&c, dt, op, &nt, &no);
     mpccl_shim_buf(&c, sendbuf, (size_t)n, dt, SHIM_IN);
@@ -78,6 +79,7 @@ static int reduce(shim_coll_t coll, const void *sendbuf, void *recvbuf, int coun
         mpccl_shim_count(coll, SHIM_ROUTE_MPI);
         return reduce_pass(sendbuf, recvbuf, count, dt, op, root, comm, req);
     }
+    c.tunable = req == NULL;
     int n = check_count(&c, count), am_root = check_root(&c, root);
     int inplace = am_root && sendbuf == MPI_IN_PLACE;
     size_t esz = check_reduce(&c, dt, op, &nt, &no);
@@ -131,6 +133,7 @@ static int reduce_scatter(shim_coll_t coll, const void *sendbuf, void *recvbuf, 
         mpccl_shim_count(coll, SHIM_ROUTE_MPI);
         return PASS();
     }
+    c.tunable = req == NULL;
     size_t total = 0, mine = 0, before = 0, same = 1;
     for (int i = 0; i < c.size; i++) {
         int ci = counts ? counts[i] : count;
@@ -215,6 +218,7 @@ static int bcast(shim_coll_t coll, void *buf, int count, MPI_Datatype dt, int ro
         mpccl_shim_count(coll, SHIM_ROUTE_MPI);
         return req ? PMPI_Ibcast(buf, count, dt, root, comm, req) : PMPI_Bcast(buf, count, dt, root, comm);
     }
+    c.tunable = req == NULL;
     int n = check_count(&c, count);
     check_root(&c, root);
     size_t bytes = check_bytes(&c, n, dt), esz = move_esize(bytes, &mt);
@@ -272,6 +276,7 @@ static int move(shim_coll_t coll, mv_kind_t k, const void *sendbuf, int scount, 
         mpccl_shim_count(coll, SHIM_ROUTE_MPI);
         return mv_pass(k, sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, req);
     }
+    c.tunable = req == NULL;
     int rooted = k == MV_GATHER || k == MV_SCATTER;
     int am_root = rooted ? check_root(&c, root) : 1;
     /* Which sides are significant here, and which one is in place. */

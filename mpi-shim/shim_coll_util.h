@@ -89,7 +89,9 @@ static inline int route_begin(route_t *r, shim_call_t *c)
 static inline int route_end(route_t *r, ncclResult_t res, const char *what)
 {
     mpccl_shim_depth--;
-    return mpccl_shim_comm_finish(r->sc, res, r->c->comm, what);
+    int rc = mpccl_shim_comm_finish(r->sc, res, r->c->comm, what);
+    mpccl_shim_tune_done(r->c, rc, r->c->bytes);
+    return rc;
 }
 
 /* Blocking calls wait for the stream; nonblocking ones (req) return at once
@@ -133,6 +135,7 @@ static inline ncclResult_t stream_copy(route_t *r, void *dst, const void *src, s
         int rc_ = mpccl_shim_stage_in(c);                                    \
         if (rc_ == MPI_SUCCESS) rc_ = (call);                                \
         if (rc_ != MPI_SUCCESS || SREQ == NULL) return mpccl_shim_stage_out(c, rc_); \
+        (c)->tune = NULL; /* completes in MPI_Wait: not a timed trial */     \
         return mpccl_shim_async_staged(c, sreq_, req);                       \
     } while (0)
 

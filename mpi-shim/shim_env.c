@@ -101,10 +101,11 @@ static void settings_read(void)
         int named = strcasestr(v, "SHIM") != NULL || (!excl && strcasestr(v, "ALL") != NULL);
         settings.log_shim = excl ? !named : named;
     }
-    if ((v = env2("MPCCL_SHIM_MIN_BYTES", NULL))) {
+    settings.min_bytes_auto = 1;
+    if ((v = env2("MPCCL_SHIM_MIN_BYTES", NULL)) && strcasecmp(v, "auto") != 0) {
         long long n = parse_size(v);
-        if (n < 0) SHIM_WARN("MPCCL_SHIM_MIN_BYTES=%s is not a size (e.g. 4096, 64k); using 0", v);
-        else settings.min_bytes = (size_t)n;
+        if (n < 0) SHIM_WARN("MPCCL_SHIM_MIN_BYTES=%s is neither auto nor a size (e.g. 4096, 64k); using auto", v);
+        else settings.min_bytes = (size_t)n, settings.min_bytes_auto = 0;
     }
     settings.p2p = -1; /* auto: decided in MPI_Init (mpccl_shim_p2p_resolve) */
     if ((v = env2("MPCCL_SHIM_P2P", NULL)) && strcasecmp(v, "auto")) settings.p2p = strcmp(v, "0") != 0;

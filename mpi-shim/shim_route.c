@@ -69,6 +69,10 @@ shim_route_t mpccl_shim_decide(shim_call_t *c, size_t bytes)
     int anydev = 0, v;
     if (!(s->colls & (UINT64_C(1) << c->coll))) mpccl_shim_reject(c, SHIM_WHY_COLLS, "not in MPCCL_SHIM_COLLS");
     if (bytes < s->min_bytes) mpccl_shim_reject(c, SHIM_WHY_SMALL, "below MPCCL_SHIM_MIN_BYTES");
+    c->bytes = bytes;
+    if (s->min_bytes_auto && s->agree && mpccl_shim_tune_staged(c, bytes))
+        mpccl_shim_reject(c, SHIM_WHY_SMALL, c->tune ? "staged while MPCCL_SHIM_MIN_BYTES=auto times both routes"
+                                                     : "staging measured faster at this size (MPCCL_SHIM_MIN_BYTES=auto)");
     for (int i = 0; i < c->nbuf; i++) anydev |= c->buf[i].device;
     /* A rank with no significant buffer (a v-collective with nothing to move
      * here) goes along with the others: in the agreement it claims both kinds
@@ -86,6 +90,7 @@ shim_route_t mpccl_shim_decide(shim_call_t *c, size_t bytes)
                                 "or cannot use mpccl for it (logged once)", mpccl_shim_coll_name(c->coll));
     }
     shim_route_t r = (v & 1) ? SHIM_ROUTE_MPI : (v & 6) == 6 ? SHIM_ROUTE_MPCCL : SHIM_ROUTE_STAGED;
+    mpccl_shim_tune_route(c, r);
     mpccl_shim_count(c->coll, r);
     return r;
 }
@@ -106,7 +111,16 @@ int mpccl_shim_stage_in(shim_call_t *c)
     return MPI_SUCCESS;
 }
 
+static int stage_back(shim_call_t *c, int rc);
+
 int mpccl_shim_stage_out(shim_call_t *c, int rc)
+{
+    rc = stage_back(c, rc);
+    mpccl_shim_tune_done(c, rc, c->bytes);
+    return rc;
+}
+
+static int stage_back(shim_call_t *c, int rc)
 {
     for (int i = 0; i < c->nbuf; i++) {
         shim_buf_t *b = &c->buf[i];

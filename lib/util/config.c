@@ -209,7 +209,7 @@ static mpccl_setting_t settings[] = {
      "one-sided puts to each peer on another node: slots (of MPCCL_GPU_SLOT_BYTES) in flight, a power of two 1..256",
      NULL, NULL},
     {"SHIM", NULL, "1", "libmpccl_shim.so: 0 passes every MPI call to MPI unchanged", NULL, NULL},
-    {"SHIM_MIN_BYTES", NULL, "0", "shim: smaller collectives on GPU buffers go to MPI on staged host copies", NULL,
+    {"SHIM_MIN_BYTES", NULL, "auto", "shim: auto (each collective and size class takes the route measured faster), or a size: smaller collectives on GPU buffers go to MPI on staged host copies", NULL,
      NULL},
     {"SHIM_COLLS", NULL, "all", "shim: collectives sent to mpccl (allreduce,reduce,bcast,...; ^ excludes)", NULL,
      NULL},

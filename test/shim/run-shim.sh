@@ -98,6 +98,10 @@ for np in 2 3 4 8; do
     run $np MPCCL_SHIM_HOST=1 -- "$p2p"
 done
 run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_P2P=0 -- "$p2p" --quick
+# MPCCL_SHIM_MIN_BYTES=auto tries both routes, then keeps one per size class
+run 2 MPCCL_SHIM_HOST=1 -- "$top_builddir/test/shim/test_shim_tune"
+run 3 MPCCL_SHIM_HOST=1 -- "$top_builddir/test/shim/test_shim_tune"
+run 2 MPCCL_SHIM_HOST=1 MPCCL_SHIM_MIN_BYTES=0 -- "$top_builddir/test/shim/test_shim_tune" --fixed
 # four threads per rank exchanging at once (MPI_THREAD_MULTIPLE)
 run 2 -- "$top_builddir/test/shim/test_shim_threads"
 run 4 MPCCL_SHIM_HOST=1 -- "$top_builddir/test/shim/test_shim_threads"
