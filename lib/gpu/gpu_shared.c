@@ -96,6 +96,12 @@ found:
     return 1;
 }
 
+/* A mapping goes only once no launch of the leader can still read it. */
+static void release_sync(mpccl_gpu_shared_t *sh)
+{
+    if (sh->have_last && cudaEventSynchronize(sh->last_done) != cudaSuccess) (void)cudaGetLastError();
+}
+
 /* The leader's pointer to a rank's buffer (its import, cached). */
 mpccl_status_t mpccl_shr_import_ref(mpccl_gpu_shared_t *sh, int r, const buf_ref_t *ref, char **out)
 {
@@ -109,6 +115,7 @@ mpccl_status_t mpccl_shr_import_ref(mpccl_gpu_shared_t *sh, int r, const buf_ref
             return MPCCL_OK;
         }
         if (e->mapped && e->base == ref->desc.base) { /* freed and reallocated at the same address */
+            release_sync(sh);
             mpccl_ipc_release(&e->desc);
             e->mapped = NULL;
         }
@@ -120,7 +127,10 @@ mpccl_status_t mpccl_shr_import_ref(mpccl_gpu_shared_t *sh, int r, const buf_ref
         return mpccl_fail(st, "shared-device path: rank %d cannot map rank %d's buffer (allocation 0x%llx, %llu "
                           "bytes): %s", sh->rank, r, (unsigned long long)ref->desc.base,
                           (unsigned long long)ref->desc.size, mpccl_last_error());
-    if (victim->mapped) mpccl_ipc_release(&victim->desc);
+    if (victim->mapped) {
+        release_sync(sh);
+        mpccl_ipc_release(&victim->desc);
+    }
     victim->mapped = p;
     victim->base = ref->desc.base;
     victim->buffer_id = ref->buffer_id;
@@ -230,6 +240,7 @@ static mpccl_status_t leader_setup(mpccl_gpu_shared_t *sh)
     MPCCL_CUDA_CHECK(cudaMalloc((void **)&sh->counter, 256));
     MPCCL_CUDA_CHECK(cudaMemset(sh->counter, 0, 256));
     MPCCL_CHECK(mpccl_shr_load());
+    MPCCL_CUDA_CHECK(cudaEventCreateWithFlags(&sh->last_done, cudaEventDisableTiming));
     sh->imports = calloc((size_t)sh->nranks * SHR_CACHE, sizeof(cache_ent_t));
     if (!sh->imports) return mpccl_fail(MPCCL_ERR_SYSTEM, "shared-device path: out of memory");
     int sms = 0;
@@ -353,6 +364,7 @@ void mpccl_gpu_shared_destroy(mpccl_gpu_shared_t *sh)
     free(sh->sent);
     free(sh->recvd);
     if (sh->counter) cudaFree(sh->counter);
+    if (sh->last_done) cudaEventDestroy(sh->last_done);
     if (sh->seg) {
         if (sh->done_dev) cudaHostUnregister(sh->seg);
         munmap(sh->seg, sh->seg_bytes);
@@ -513,6 +525,9 @@ static mpccl_status_t launch(mpccl_gpu_shared_t *sh, mpccl_shr_args_t *a, int si
     a->done = signal ? sh->done_dev : NULL;
     uint32_t nctas = a->nunits < (uint32_t)sh->nctas ? a->nunits : (uint32_t)sh->nctas;
     MPCCL_CHECK(mpccl_shr_launch(a, nctas ? nctas : 1, stream));
+    MPCCL_CUDA_CHECK(cudaEventRecord(sh->last_done, stream));
+    sh->last_stream = stream;
+    sh->have_last = 1;
     a->ngroups = 0;
     a->nunits = 0;
     return MPCCL_OK;
@@ -581,7 +596,11 @@ static mpccl_status_t leader_call(mpccl_gpu_shared_t *sh, mpccl_call_t *call, ui
     const void *my_in = call->task.in;
     uint64_t nin, nout;
     io_elems(d, sh->rank, n, &nin, &nout);
-    if (d->prescale && call->task.scalar_dev && nin) { /* the leader's own device scalar: scaled first */
+    if (sh->have_last && sh->last_stream != stream) {
+        cudaError_t e = cudaStreamWaitEvent(stream, sh->last_done, 0);
+        if (e != cudaSuccess) st = mpccl_cuda_error(e, "cudaStreamWaitEvent (shared-device path)");
+    }
+    if (st == MPCCL_OK && d->prescale && call->task.scalar_dev && nin) { /* the leader's own device scalar: scaled first */
         void *pre = NULL;
         st = mpccl_gpu_scratch_get(&sh->scratch, nin * es, &pre);
         if (st == MPCCL_OK)

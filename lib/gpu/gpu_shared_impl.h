@@ -89,6 +89,11 @@ struct mpccl_gpu_shared {
     scratch_block_t *stage_p2p;            /* sends IPC cannot share */
     size_t rings_off;                      /* [nranks sender][nranks receiver] rings in seg */
     uint64_t *sent, *recvd;                /* [nranks] messages posted to / taken from each peer */
+    /* leader: its launches share the CTA counter and the scratch, so a
+     * launch on another stream than the last waits for the last one */
+    cudaEvent_t last_done;
+    cudaStream_t last_stream;
+    int have_last;
 };
 
 /* The ring from sender s to receiver r. */
