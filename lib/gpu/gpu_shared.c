@@ -82,6 +82,12 @@ int mpccl_shr_export_ref(mpccl_gpu_shared_t *sh, const void *p, buf_ref_t *ref)
         mpccl_clear_last_error();
         return 0;
     }
+    /* cuMem allocations (ncclMemAlloc) travel as file descriptors through
+     * the fd server, a round trip per new buffer: staged instead */
+    if (d.vmm) {
+        mpccl_ipc_unexport(&d);
+        return 0;
+    }
     if (victim->size && victim->desc.vmm) mpccl_ipc_unexport(&victim->desc);
     victim->base = base;
     victim->size = size;
