@@ -44,6 +44,13 @@ mpccl_status_t mpccl_gpu_comm_check_hang(struct ncclComm *comm)
     return st;
 }
 
+void mpccl_gpu_comm_describe(struct ncclComm *comm, char *buf, size_t len)
+{
+    if (len) buf[0] = '\0';
+    if (!comm || comm->cuda_dev < 0) return;
+    mpccl_gpu_abort_describe(mpccl_gpu_abort_ctl(comm), comm->parent_ranks, buf, len);
+}
+
 void mpccl_gpu_comm_drain_logged(struct ncclComm *comm)
 {
     struct timespec t0, t;
