@@ -247,43 +247,56 @@ static void note(char *out, size_t len, int *n, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Whether two ranks' collective lists are the same calls. */
+static int same_list(const check_msg_t *a, const check_msg_t *b)
+{
+    if (a->ncoll != b->ncoll || a->coll_sent != b->coll_sent) return 0;
+    const check_call_t *ea = (const check_call_t *)(a + 1), *eb = (const check_call_t *)(b + 1);
+    char tmp[8];
+    for (uint32_t i = 0; i < a->coll_sent; i++)
+        if (differs(&ea[i], &eb[i], tmp, sizeof(tmp))) return 0;
+    return 1;
+}
+
 /* The collectives: every rank's list against the one most ranks have (ties:
  * the lowest rank's), so that every rank words the same verdict. */
 static void compare_colls(comm_part_t *p, check_msg_t **got, char *out, size_t len, int *n)
 {
     ncclComm_t comm = p->comm;
     int nr = comm->nranks;
-    /* msgs[r]: rank r's header, entries after it (this rank's own: p). */
+    /* got[r]: rank r's header, its entries after it. */
     int best = -1, best_votes = 0;
     for (int r = 0; r < nr; r++) {
         int votes = 0;
-        for (int q = 0; q < nr; q++) {
-            const check_msg_t *a = got[r], *b = got[q];
-            if (a->ncoll != b->ncoll || a->coll_sent != b->coll_sent) continue;
-            const check_call_t *ea = (const check_call_t *)(a + 1), *eb = (const check_call_t *)(b + 1);
-            int same = 1;
-            char tmp[8];
-            for (uint32_t i = 0; i < a->coll_sent && same; i++) same = differs(&ea[i], &eb[i], tmp, 1) == NULL;
-            votes += same;
-        }
+        for (int q = 0; q < nr; q++) votes += same_list(got[r], got[q]);
         if (votes > best_votes) best = r, best_votes = votes;
     }
     const check_msg_t *ref = got[best];
+    /* The ranks whose list is the reference, as ranges ("0-2,5"). */
+    char agree[256] = "";
+    size_t al = 0;
+    for (int r = 0; r < nr && al + 16 < sizeof(agree); r++) {
+        if (!same_list(got[r], ref)) continue;
+        int e = r;
+        while (e + 1 < nr && same_list(got[e + 1], ref)) e++;
+        al += (size_t)snprintf(agree + al, sizeof(agree) - al, e > r ? "%s%d-%d" : "%s%d", al ? "," : "", r, e);
+        r = e;
+    }
     const check_call_t *er = (const check_call_t *)(ref + 1);
     char a[160], b[160], d[400];
     for (int r = 0; r < nr; r++) {
         const check_msg_t *m = got[r];
         const check_call_t *em = (const check_call_t *)(m + 1);
         if (m->ncoll != ref->ncoll) {
-            note(out, len, n, "rank %d's group holds %u collective(s) where rank %d's holds %u (first: %s vs %s)", r,
-                 m->ncoll, best, ref->ncoll, m->coll_sent ? words(&em[0], a, sizeof(a)) : "none",
+            note(out, len, n, "rank %d's group holds %u collective(s) where rank(s) %s hold %u (first: %s vs %s)", r,
+                 m->ncoll, agree, ref->ncoll, m->coll_sent ? words(&em[0], a, sizeof(a)) : "none",
                  ref->coll_sent ? words(&er[0], b, sizeof(b)) : "none");
             continue;
         }
         for (uint32_t i = 0; i < m->coll_sent && i < ref->coll_sent; i++)
             if (differs(&em[i], &er[i], d, sizeof(d))) {
-                note(out, len, n, "rank %d calls %s where rank %d%s calls %s: %s differs", r,
-                     words(&em[i], a, sizeof(a)), best, best_votes > 1 ? " and the ranks agreeing with it" : "",
+                note(out, len, n, "rank %d calls %s where rank%s %s call%s %s: %s differs", r,
+                     words(&em[i], a, sizeof(a)), best_votes > 1 ? "s" : "", agree, best_votes > 1 ? "" : "s",
                      words(&er[i], b, sizeof(b)), d);
                 break;
             }

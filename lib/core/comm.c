@@ -261,7 +261,7 @@ static void report_stall(ncclComm_t comm)
     if (comm->state != MPCCL_COMM_READY || !comm->side) return;
     mpccl_progress_t p;
     mpccl_progress_read(&comm->progress, &p);
-    int stalled = p.state != MPCCL_PROGRESS_IDLE && p.wait_since > 0 &&
+    int stalled = p.state == MPCCL_PROGRESS_RUNNING && p.wait_since > 0 &&
                   mpccl_now_seconds() - p.wait_since >= MPCCL_ABORT_REPORT_S;
     char kernels[200] = "";
     if (comm->exec_ready) comm->exec->describe(comm, kernels, sizeof(kernels));

@@ -73,7 +73,8 @@ static void free_ops(mpccl_call_t *ops)
     while (ops) {
         mpccl_call_t *next = ops->next;
         /* A call dropped unrun (an error in its group) leaves its record. */
-        if (ops->comm && ops->comm->progress.state != MPCCL_PROGRESS_IDLE) mpccl_progress_leave(&ops->comm->progress, 0);
+        if (ops->comm && (ops->comm->progress.state == MPCCL_PROGRESS_GROUPED || ops->comm->progress.state == MPCCL_PROGRESS_RUNNING))
+            mpccl_progress_leave(&ops->comm->progress, 0);
         mpccl_call_free(ops);
         ops = next;
     }

@@ -73,15 +73,34 @@ static int classify(ncclComm_t comm, const mpccl_call_rec_t *ref, const mpccl_si
         snprintf(what, len, "died");
         return RANK_BLAME;
     }
+    if (got == MPCCL_SIDE_GONE) {
+        snprintf(what, len, "is alive but has left this communicator (destroyed or aborted it)");
+        return RANK_BLAME;
+    }
     if (!got) {
-        snprintf(what, len, "did not answer within %.1f s (its machine or its side channel is unreachable)",
-                 MPCCL_HANG_GATHER_MS / 1000.0);
+        snprintf(what, len, "did not answer within %.1f s (its process is stopped, or its machine or side channel "
+                 "is unreachable)", MPCCL_HANG_GATHER_MS / 1000.0);
         return RANK_BLAME;
     }
     int ref_p2p = is_p2p(ref);
     if (ref_p2p && r != ref->root && r != comm->rank) {
         snprintf(what, len, "%s", rec->state == MPCCL_PROGRESS_IDLE ? "in no call" : "in a call");
         return RANK_OTHER; /* not a partner of this send/recv */
+    }
+    if (rec->state == MPCCL_PROGRESS_FAILED) {
+        const mpccl_call_rec_t *last = ref_p2p ? &rec->cur : &rec->coll;
+        if ((ref_p2p && is_p2p(last)) || (!ref_p2p && mpccl_call_rec_same(last, ref))) {
+            snprintf(what, len, "gave up on %s too (its call failed)", mpccl_call_rec_str(last, a, sizeof(a)));
+            return RANK_WAITING;
+        }
+        if (!ref_p2p && rec->coll.seq >= ref->seq) {
+            snprintf(what, len, "failed in %s where this call is %s", mpccl_call_rec_str(last, a, sizeof(a)),
+                     mpccl_call_rec_str(ref, b, sizeof(b)));
+            return RANK_BLAME;
+        }
+        snprintf(what, len, "failed in %s, has not entered #%llu", mpccl_call_rec_str(&rec->cur, a, sizeof(a)),
+                 (unsigned long long)ref->seq);
+        return RANK_BLAME;
     }
     if (rec->state != MPCCL_PROGRESS_IDLE) {
         const char *grouped = rec->state == MPCCL_PROGRESS_GROUPED ? " (inside ncclGroupStart, not at ncclGroupEnd yet)" : "";
@@ -164,7 +183,7 @@ static int build(ncclComm_t comm, const char *why, text_t *t, int *blamed)
     }
     mpccl_side_fetch_records(comm, recs, got, mpccl_socket_now_ms() + MPCCL_HANG_GATHER_MS);
     const mpccl_side_record_t *me = &recs[comm->rank];
-    int in_call = me->state != MPCCL_PROGRESS_IDLE;
+    int in_call = me->state == MPCCL_PROGRESS_RUNNING || me->state == MPCCL_PROGRESS_GROUPED;
     mpccl_call_rec_t ref = is_p2p(&me->cur) && me->cur.group > 1 && me->coll.seq == me->ncoll && me->coll.seq
                                ? me->coll
                                : me->cur;
@@ -181,7 +200,13 @@ static int build(ncclComm_t comm, const char *why, text_t *t, int *blamed)
         } else if (!in_call) {
             cls[r] = RANK_OTHER;
             char a[160];
-            if (!got[r]) snprintf(what[r], sizeof(what[r]), mpccl_comm_peer_dead(comm, r) ? "died" : "did not answer");
+            if (got[r] != MPCCL_SIDE_GOT)
+                snprintf(what[r], sizeof(what[r]), "%s", mpccl_comm_peer_dead(comm, r) ? "died"
+                                                         : got[r] == MPCCL_SIDE_GONE ? "has left this communicator"
+                                                                                     : "did not answer");
+            else if (recs[r].state == MPCCL_PROGRESS_FAILED)
+                snprintf(what[r], sizeof(what[r]), "is in no call, its last one failed: %s",
+                         mpccl_call_rec_str(&recs[r].cur, a, sizeof(a)));
             else if (recs[r].state != MPCCL_PROGRESS_IDLE)
                 snprintf(what[r], sizeof(what[r]), "is in %s", mpccl_call_rec_str(&recs[r].cur, a, sizeof(a)));
             else
@@ -230,13 +255,13 @@ static int build(ncclComm_t comm, const char *why, text_t *t, int *blamed)
         if (cls[r] != RANK_BLAME && cls[r] != RANK_OTHER) continue;
         if (++lines > BLAME_LINES_MAX) continue;
         add(t, "\n  %s %s", rank_name(comm, r, name, sizeof(name)), what[r]);
-        if (got[r] && recs[r].wait_s > 0) add(t, ", waiting for %.1f s", recs[r].wait_s);
-        if (got[r] && recs[r].kernel[0]) add(t, "; kernels: %s", recs[r].kernel);
+        if (got[r] == MPCCL_SIDE_GOT && recs[r].wait_s > 0) add(t, ", waiting for %.1f s", recs[r].wait_s);
+        if (got[r] == MPCCL_SIDE_GOT && recs[r].kernel[0]) add(t, "; kernels: %s", recs[r].kernel);
     }
     if (lines > BLAME_LINES_MAX) add(t, "\n  ... and %d more rank(s) elsewhere", lines - BLAME_LINES_MAX);
     lines = 0;
     for (int r = 0; r < n; r++) {
-        if (cls[r] != RANK_WAITING || !got[r] || !recs[r].kernel[0]) continue;
+        if (cls[r] != RANK_WAITING || got[r] != MPCCL_SIDE_GOT || !recs[r].kernel[0]) continue;
         if (++lines <= KERNEL_LINES_MAX) add(t, "\n  rank %d kernels: %s", r, recs[r].kernel);
     }
     free(recs), free(got), free(cls), free(what);

@@ -32,6 +32,8 @@ enum {
     MPCCL_PROGRESS_IDLE = 0,  /* in no call of this communicator */
     MPCCL_PROGRESS_GROUPED,   /* called, inside ncclGroupStart/End: not launched yet */
     MPCCL_PROGRESS_RUNNING,   /* inside the call (host), or in ncclGroupEnd */
+    MPCCL_PROGRESS_FAILED,    /* in no call: the last one failed (a report must not
+                               * take it for a rank that never entered it) */
 };
 
 typedef struct mpccl_progress {
@@ -82,7 +84,7 @@ static inline void mpccl_progress_leave(mpccl_progress_t *p, int completed)
     __atomic_store_n(&p->version, v + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     if (completed && p->coll.seq > p->done.seq) p->done = p->coll;
-    p->state = MPCCL_PROGRESS_IDLE;
+    p->state = completed ? MPCCL_PROGRESS_IDLE : MPCCL_PROGRESS_FAILED;
     __atomic_store_n(&p->version, v + 2, __ATOMIC_RELEASE);
 }
 

@@ -25,7 +25,7 @@
 #define SIDE_BODY_MAX (64 * 1024)
 #define SIDE_REPORT_MAX MPCCL_SIDE_REPORT_MAX
 
-enum { SIDE_RECORD = 1, SIDE_REPORT = 2, SIDE_CHECK = 3 };
+enum { SIDE_RECORD = 1, SIDE_REPORT = 2, SIDE_CHECK = 3, SIDE_GONE = 4 };
 
 typedef struct side_hdr {
     uint64_t magic;   /* SIDE_MAGIC ^ the communicator's id */
@@ -102,7 +102,7 @@ void mpccl_side_record_of(struct ncclComm *comm, mpccl_side_record_t *out)
     out->cur = p.cur;
     out->coll = p.coll;
     out->done = p.done;
-    if (p.state != MPCCL_PROGRESS_IDLE && p.wait_since > 0) out->wait_s = mpccl_now_seconds() - p.wait_since;
+    if (p.state == MPCCL_PROGRESS_RUNNING && p.wait_since > 0) out->wait_s = mpccl_now_seconds() - p.wait_since;
     struct mpccl_side_comm *s = comm->side;
     if (s) {
         pthread_mutex_lock(&s->mu);
@@ -124,6 +124,7 @@ static void drop(client_t *c)
 
 static void answer(client_t *c, uint32_t type, const void *body, size_t len)
 {
+    if (c->fd < 0) return;
     side_hdr_t h = c->hdr;
     h.type = type;
     h.len = (uint32_t)len;
@@ -158,10 +159,14 @@ static void serve(client_t *c)
     c->body = NULL;
     c->have = 0;
     pthread_mutex_lock(&mu);
-    struct ncclComm *comm = h.magic == (SIDE_MAGIC ^ h.comm_id) ? find_locked(h.comm_id, h.to) : NULL;
+    int well_formed = h.magic == (SIDE_MAGIC ^ h.comm_id);
+    struct ncclComm *comm = well_formed ? find_locked(h.comm_id, h.to) : NULL;
     if (!comm) {
         pthread_mutex_unlock(&mu);
         free(body);
+        /* A communicator this process left (destroyed, aborted): said so to
+         * a question, so that a report tells it from an unreachable rank. */
+        if (well_formed && (h.type == SIDE_RECORD || h.type == SIDE_REPORT)) answer(c, SIDE_GONE, NULL, 0);
         drop(c); /* a stranger, or a communicator gone */
         return;
     }
@@ -606,7 +611,7 @@ void mpccl_side_fetch_records(struct ncclComm *comm, mpccl_side_record_t *recs, 
             struct ncclComm *local = local_peer(comm, r);
             if (local) {
                 mpccl_side_record_of(local, &recs[r]);
-                got[r] = 1;
+                got[r] = MPCCL_SIDE_GOT;
                 continue;
             }
             if (!qs) continue;
@@ -616,9 +621,13 @@ void mpccl_side_fetch_records(struct ncclComm *comm, mpccl_side_record_t *recs, 
         }
         if (qs && nq > 0 && (nq == QUERY_BATCH || r == n)) {
             run_queries(qs, nq, deadline_ms);
-            for (int i = 0; i < nq; i++)
-                got[qs[i].rank] = qs[i].phase == 3 && qs[i].in.len == sizeof(mpccl_side_record_t) &&
-                                  qs[i].in.type == SIDE_RECORD;
+            for (int i = 0; i < nq; i++) {
+                if (qs[i].phase != 3) continue;
+                if (qs[i].in.type == SIDE_RECORD && qs[i].in.len == sizeof(mpccl_side_record_t))
+                    got[qs[i].rank] = MPCCL_SIDE_GOT;
+                else if (qs[i].in.type == SIDE_GONE)
+                    got[qs[i].rank] = MPCCL_SIDE_GONE;
+            }
             nq = 0;
         }
     }

@@ -39,9 +39,12 @@ void mpccl_side_unregister(struct ncclComm *comm);
 
 /* This rank's record now (the same a peer receives). */
 void mpccl_side_record_of(struct ncclComm *comm, mpccl_side_record_t *out);
-/* Every rank's record, asked of all at once; got[r] = 1 where rank r answered
- * by deadline_ms (mpccl_socket_now_ms time).  The caller's own rank, and
- * ranks living in this process, are read directly. */
+/* Every rank's record, asked of all at once; got[r]: MPCCL_SIDE_GOT where
+ * rank r answered by deadline_ms (mpccl_socket_now_ms time), MPCCL_SIDE_GONE
+ * where its process answered that it left the communicator (destroyed or
+ * aborted it), 0 where nothing came.  The caller's own rank, and ranks
+ * living in this process, are read directly. */
+enum { MPCCL_SIDE_GOT = 1, MPCCL_SIDE_GONE = 2 };
 void mpccl_side_fetch_records(struct ncclComm *comm, mpccl_side_record_t *recs, unsigned char *got,
                               int64_t deadline_ms);
 /* The longest hang report a peer serves (bytes, with its NUL). */

@@ -76,8 +76,9 @@ START_TEST(test_absent_rank_named)
     MPI_Barrier(MPI_COMM_WORLD);
     if (t_rank == last) {
         sleep(6); /* computing, away from call #6 */
+        /* It may complete (its peers' data had all arrived) or fail (revoked). */
         ncclResult_t r = ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL);
-        T_EXPECT(r == ncclRemoteError, "the late rank's call #6 returned %s, expected ncclRemoteError (revoked)",
+        T_EXPECT(r == ncclRemoteError || r == ncclSuccess, "the late rank's call #6 returned %s",
                  ncclGetErrorString(r));
     } else {
         double t0 = now_s();
@@ -96,6 +97,7 @@ START_TEST(test_absent_rank_named)
                  msg);
         printf("rank %d: failed after %.2f s: %s\n", t_rank, took, msg);
     }
+    MPI_Barrier(MPI_COMM_WORLD); /* nobody leaves the communicator while others report */
     ncclCommAbort(comm);
     free(buf);
     free(pids);
@@ -128,6 +130,7 @@ START_TEST(test_other_collective_named)
         T_EXPECT(strstr(msg, "broadcast #6") != NULL, "the error does not name broadcast #6: %s", msg);
         printf("rank %d: failed after %.2f s: %s\n", t_rank, took, msg);
     }
+    MPI_Barrier(MPI_COMM_WORLD); /* nobody leaves the communicator while others report */
     ncclCommAbort(comm);
     free(buf);
     T_END();
