@@ -66,8 +66,11 @@ static int is_p2p(const mpccl_call_rec_t *c) { return c->coll == MPCCL_COLL_SEND
 /* Classifies rank r against ref (this rank's call) and words what it does
  * into what (without its name). */
 static int classify(ncclComm_t comm, const mpccl_call_rec_t *ref, const mpccl_side_record_t *rec, int got, int r,
-                    char *what, size_t len)
+                    int streams, char *what, size_t len)
 {
+    /* On streams (GPU) a call returns once launched: "done" means launched,
+     * and the kernels tell whether it runs. */
+    const char *done = streams ? "launched" : "completed";
     char a[160], b[160];
     if (mpccl_comm_peer_dead(comm, r)) {
         snprintf(what, len, "died");
@@ -144,17 +147,21 @@ static int classify(ncclComm_t comm, const mpccl_call_rec_t *ref, const mpccl_si
         return RANK_BLAME;
     }
     if (rec->done.seq == ref->seq && !mpccl_call_rec_same(&rec->done, ref)) {
-        snprintf(what, len, "completed %s where this call is %s", mpccl_call_rec_str(&rec->done, a, sizeof(a)),
+        snprintf(what, len, "%s %s where this call is %s", done, mpccl_call_rec_str(&rec->done, a, sizeof(a)),
                  mpccl_call_rec_str(ref, b, sizeof(b)));
         return RANK_BLAME;
     }
+    if (streams && rec->done.seq == ref->seq) {
+        snprintf(what, len, "launched %s too", mpccl_call_rec_str(&rec->done, a, sizeof(a)));
+        return RANK_WAITING;
+    }
     if (rec->done.seq >= ref->seq) {
-        snprintf(what, len, "completed %s and is in no call", mpccl_call_rec_str(&rec->done, a, sizeof(a)));
+        snprintf(what, len, "%s %s and is in no call", done, mpccl_call_rec_str(&rec->done, a, sizeof(a)));
         return RANK_PAST;
     }
-    snprintf(what, len, "is alive, last completed %s, has not entered #%llu",
+    snprintf(what, len, "is alive, last %s %s, has not %s #%llu", done,
              rec->done.seq ? mpccl_call_rec_str(&rec->done, a, sizeof(a)) : "no collective",
-             (unsigned long long)ref->seq);
+             streams ? "launched" : "entered", (unsigned long long)ref->seq);
     return RANK_BLAME;
 }
 
@@ -187,6 +194,14 @@ static int build(ncclComm_t comm, const char *why, text_t *t, int *blamed)
     mpccl_call_rec_t ref = is_p2p(&me->cur) && me->cur.group > 1 && me->coll.seq == me->ncoll && me->coll.seq
                                ? me->coll
                                : me->cur;
+    /* A GPU rank is in no call once its launches returned; a kernel of it
+     * that waits makes its last launched collective the call in question. */
+    int streams = !in_call && comm->exec->on_streams && me->done.seq &&
+                  (strstr(me->kernel, "waited for") || strstr(me->kernel, "timed out"));
+    if (streams) {
+        in_call = 1;
+        ref = me->done;
+    }
     if (!in_call) { /* a report on demand from a rank in no call: compare with its next collective */
         memset(&ref, 0, sizeof(ref));
         ref.seq = me->ncoll + 1;
@@ -196,7 +211,7 @@ static int build(ncclComm_t comm, const char *why, text_t *t, int *blamed)
     for (int r = 0; r < n; r++) {
         if (r == comm->rank && in_call) {
             cls[r] = RANK_WAITING;
-            snprintf(what[r], sizeof(what[r]), "is in this call");
+            snprintf(what[r], sizeof(what[r]), "%s", streams ? "launched this call" : "is in this call");
         } else if (!in_call) {
             cls[r] = RANK_OTHER;
             char a[160];
@@ -213,7 +228,7 @@ static int build(ncclComm_t comm, const char *why, text_t *t, int *blamed)
                 snprintf(what[r], sizeof(what[r]), "is in no call, last completed %s",
                          recs[r].done.seq ? mpccl_call_rec_str(&recs[r].done, a, sizeof(a)) : "no collective");
         } else {
-            cls[r] = (unsigned char)classify(comm, &ref, &recs[r], got[r], r, what[r], sizeof(what[r]));
+            cls[r] = (unsigned char)classify(comm, &ref, &recs[r], got[r], r, streams, what[r], sizeof(what[r]));
         }
         if (cls[r] == RANK_WAITING && lowest < 0) lowest = r;
     }
@@ -223,7 +238,8 @@ static int build(ncclComm_t comm, const char *why, text_t *t, int *blamed)
         add(t, "%s%s%s on comm 0x%llx: rank%s ", why, *why ? ": " : "", mpccl_call_rec_str(&ref, a, sizeof(a)),
             (unsigned long long)comm->id, count_of(cls, n, RANK_WAITING) > 1 ? "s" : "");
         add_ranks(t, cls, n, RANK_WAITING);
-        add(t, " waiting for %.1f s", me->wait_s);
+        if (streams) add(t, " launched it, its kernels wait");
+        else add(t, " waiting for %.1f s", me->wait_s);
     } else {
         add(t, "%s%scomm 0x%llx: rank %d is in no call (it made %llu collectives)", why, *why ? ": " : "",
             (unsigned long long)comm->id, comm->rank, (unsigned long long)me->ncoll);

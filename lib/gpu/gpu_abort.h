@@ -23,6 +23,8 @@ typedef struct mpccl_gpu_abort_ctl {
     mpccl_gpu_abort_t *dev;  /* the same memory as kernels see it */
     uint32_t seq;            /* launches handed an abort argument (atomic) */
     int reported;            /* the hang record was turned into an error (atomic) */
+    int job_reported;        /* the job-wide report was gathered (atomic; core/hang_report.h) */
+    char job_summary[768];   /* its summary line, added to the error from then on */
 } mpccl_gpu_abort_ctl_t;
 
 /* Allocates the word (cleared) with MPCCL_OP_TIMEOUT as the kernels' timeout. */
