@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -686,9 +688,16 @@ mpccl_status_t mpccl_side_push(struct ncclComm *comm, int peer, uint32_t kind, u
         if (e != 0)
             return mpccl_fail(MPCCL_ERR_REMOTE, "check mode: cannot reach rank %d (host %s, pid %d): %s", peer, p->host,
                               (int)p->pid, strerror(e));
+        int one = 1; /* small messages, each awaited: no Nagle delay */
+        setsockopt(s->push_fd[peer], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    mpccl_status_t st = mpccl_socket_send_all(s->push_fd[peer], &h, sizeof(h), now + 5000, "check mode message");
-    if (st == MPCCL_OK && len) st = mpccl_socket_send_all(s->push_fd[peer], data, len, now + 5000, "check mode message");
+    /* One write per message: header and body leave in one segment. */
+    unsigned char *msg = malloc(sizeof(h) + len);
+    if (!msg) return mpccl_fail(MPCCL_ERR_SYSTEM, "side channel: out of memory for %zu bytes", sizeof(h) + len);
+    memcpy(msg, &h, sizeof(h));
+    if (len) memcpy(msg + sizeof(h), data, len);
+    mpccl_status_t st = mpccl_socket_send_all(s->push_fd[peer], msg, sizeof(h) + len, now + 5000, "check mode message");
+    free(msg);
     if (st != MPCCL_OK) mpccl_socket_close(&s->push_fd[peer]);
     return st;
 }
