@@ -69,7 +69,7 @@ void mpccl_check_release(ncclComm_t comm)
 
 static int is_p2p(int coll) { return coll == MPCCL_COLL_SEND || coll == MPCCL_COLL_RECV; }
 
-/* The words of a call ("allreduce #6 (4096 float32 sum)"). */
+/* The words of a call ("allreduce call 6 (4096 float32 sum)"). */
 static const char *words(const check_call_t *c, char *buf, size_t len)
 {
     mpccl_call_rec_t r = {.seq = c->seq, .count = c->count, .coll = c->coll, .dt = c->dt, .op = c->op,
@@ -96,7 +96,7 @@ static const char *differs(const check_call_t *a, const check_call_t *b, char *b
     if (a->coll != b->coll) {
         snprintf(buf, len, "the operation (%s vs %s)", words(a, x, sizeof(x)), words(b, y, sizeof(y)));
     } else if (a->seq != b->seq) {
-        snprintf(buf, len, "the sequence (#%llu vs #%llu)", (unsigned long long)a->seq, (unsigned long long)b->seq);
+        snprintf(buf, len, "the sequence (call %llu vs call %llu)", (unsigned long long)a->seq, (unsigned long long)b->seq);
     } else if (a->count != b->count) {
         snprintf(buf, len, "count (%llu vs %llu)", (unsigned long long)a->count, (unsigned long long)b->count);
     } else if (a->dt != b->dt) {

@@ -101,7 +101,7 @@ static int classify(ncclComm_t comm, const mpccl_call_rec_t *ref, const mpccl_si
                      mpccl_call_rec_str(ref, b, sizeof(b)));
             return RANK_BLAME;
         }
-        snprintf(what, len, "failed in %s, has not entered #%llu", mpccl_call_rec_str(&rec->cur, a, sizeof(a)),
+        snprintf(what, len, "failed in %s, has not entered call %llu", mpccl_call_rec_str(&rec->cur, a, sizeof(a)),
                  (unsigned long long)ref->seq);
         return RANK_BLAME;
     }
@@ -124,7 +124,7 @@ static int classify(ncclComm_t comm, const mpccl_call_rec_t *ref, const mpccl_si
             return RANK_WAITING;
         }
         if (is_p2p(&rec->cur) && rec->coll.seq < ref->seq) {
-            snprintf(what, len, "is in %s%s, has not entered #%llu", mpccl_call_rec_str(&rec->cur, a, sizeof(a)),
+            snprintf(what, len, "is in %s%s, has not entered call %llu", mpccl_call_rec_str(&rec->cur, a, sizeof(a)),
                      grouped, (unsigned long long)ref->seq);
             return RANK_BLAME;
         }
@@ -134,7 +134,7 @@ static int classify(ncclComm_t comm, const mpccl_call_rec_t *ref, const mpccl_si
             return RANK_BLAME;
         }
         if (rec->coll.seq < ref->seq) {
-            snprintf(what, len, "is still in %s%s, has not entered #%llu", mpccl_call_rec_str(&rec->coll, a, sizeof(a)),
+            snprintf(what, len, "is still in %s%s, has not entered call %llu", mpccl_call_rec_str(&rec->coll, a, sizeof(a)),
                      grouped, (unsigned long long)ref->seq);
             return RANK_BLAME;
         }
@@ -159,7 +159,7 @@ static int classify(ncclComm_t comm, const mpccl_call_rec_t *ref, const mpccl_si
         snprintf(what, len, "%s %s and is in no call", done, mpccl_call_rec_str(&rec->done, a, sizeof(a)));
         return RANK_PAST;
     }
-    snprintf(what, len, "is alive, last %s %s, has not %s #%llu", done,
+    snprintf(what, len, "is alive, last %s %s, has not %s call %llu", done,
              rec->done.seq ? mpccl_call_rec_str(&rec->done, a, sizeof(a)) : "no collective",
              streams ? "launched" : "entered", (unsigned long long)ref->seq);
     return RANK_BLAME;

@@ -39,24 +39,24 @@ const char *mpccl_call_rec_str(const mpccl_call_rec_t *r, char *buf, size_t len)
     switch ((mpccl_coll_t)r->coll) {
     case MPCCL_COLL_ALLREDUCE:
     case MPCCL_COLL_REDUCESCATTER:
-        snprintf(buf, len, "%s #%llu (%llu %s %s)", name, seq, count, dt, op_word(r->op));
+        snprintf(buf, len, "%s call %llu (%llu %s %s)", name, seq, count, dt, op_word(r->op));
         break;
     case MPCCL_COLL_REDUCE:
-        snprintf(buf, len, "%s #%llu (%llu %s %s, root %d)", name, seq, count, dt, op_word(r->op), r->root);
+        snprintf(buf, len, "%s call %llu (%llu %s %s, root %d)", name, seq, count, dt, op_word(r->op), r->root);
         break;
     case MPCCL_COLL_BROADCAST:
     case MPCCL_COLL_GATHER:
     case MPCCL_COLL_SCATTER:
-        snprintf(buf, len, "%s #%llu (%llu %s, root %d)", name, seq, count, dt, r->root);
+        snprintf(buf, len, "%s call %llu (%llu %s, root %d)", name, seq, count, dt, r->root);
         break;
     case MPCCL_COLL_SEND:
-        snprintf(buf, len, "%s #%llu (%llu %s to rank %d)", name, seq, count, dt, r->root);
+        snprintf(buf, len, "%s call %llu (%llu %s to rank %d)", name, seq, count, dt, r->root);
         break;
     case MPCCL_COLL_RECV:
-        snprintf(buf, len, "%s #%llu (%llu %s from rank %d)", name, seq, count, dt, r->root);
+        snprintf(buf, len, "%s call %llu (%llu %s from rank %d)", name, seq, count, dt, r->root);
         break;
     default:
-        snprintf(buf, len, "%s #%llu (%llu %s)", name, seq, count, dt);
+        snprintf(buf, len, "%s call %llu (%llu %s)", name, seq, count, dt);
         break;
     }
     return buf;

@@ -98,8 +98,8 @@ static inline void mpccl_progress_waiting(mpccl_progress_t *p, double now)
 /* A consistent copy (another thread may write meanwhile). */
 void mpccl_progress_read(const mpccl_progress_t *p, mpccl_progress_t *out);
 
-/* "allreduce #6 (4096 float32 sum)", "broadcast #6 (4096 int8, root 0)",
- * "send #3 (16 float32 to rank 2)" into buf; returns buf. */
+/* "allreduce call 6 (4096 float32 sum)", "broadcast call 6 (4096 int8, root 0)",
+ * "send call 3 (16 float32 to rank 2)" into buf; returns buf. */
 const char *mpccl_call_rec_str(const mpccl_call_rec_t *r, char *buf, size_t len);
 /* Whether a and b are the same call (operation, sequence and arguments but
  * the stream). */

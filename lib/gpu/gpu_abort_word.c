@@ -124,11 +124,11 @@ void mpccl_gpu_abort_describe(mpccl_gpu_abort_ctl_t *c, const int *rank_names, c
     if (peer >= 0 && rank_names) peer = rank_names[peer];
     int n = snprintf(buf, len, "%u launches", launched);
     if (stamp && n >= 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - (size_t)n, "; a kernel of launch #%u (%s) last waited for rank %d's flag to "
+        n += snprintf(buf + n, len - (size_t)n, "; a kernel of launch %u (%s) last waited for rank %d's flag to "
                       "reach %u, it had reached %u", h->wait_seq, op_name(h->wait_op, h->wait_sub), peer,
                       h->wait_want, h->wait_seen);
     if (h->hung == 2u && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, "; launch #%u timed out (MPCCL_OP_TIMEOUT)", h->seq);
+        snprintf(buf + n, len - (size_t)n, "; launch %u timed out (MPCCL_OP_TIMEOUT)", h->seq);
     if (h->stop && !h->hung && n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "; stopped");
 }
 

@@ -2,9 +2,9 @@
  * (default 3) sharing GPU 0.  The last rank is the one to blame.
  *
  *   test_hang_gpu absent [N]: MPCCL_OP_TIMEOUT=3; after five allreduces the
- *     last rank never launches #6 (it sleeps).  The others' kernels give up;
+ *     last rank never launches call 6 (it sleeps).  The others' kernels give up;
  *     ncclCommGetAsyncError is ncclRemoteError within 15 s, and
- *     ncclGetLastError names the last rank (host, pid), "has not launched #6",
+ *     ncclGetLastError names the last rank (host, pid), "has not launched call 6",
  *     and the peer and flag step the kernel waited at.
  *   test_hang_gpu check [N]: MPCCL_CHECK_MODE=1; the last rank calls
  *     ncclBroadcast where the others call ncclAllReduce: every rank gets
@@ -75,9 +75,9 @@ static int absent(ncclComm_t comm, cudaStream_t s, int *dev, int *host)
         if (good_allreduce(comm, s, dev, host, k)) return 1;
     int last = nranks - 1;
     if (rank_ == last) {
-        sleep(20); /* computing, away from call #6; the others are done by then */
+        sleep(20); /* computing, away from call 6; the others are done by then */
         ncclCommAbort(comm);
-        printf("hang-gpu scenario=absent rank=%d: stayed away from #6\n", rank_);
+        printf("hang-gpu scenario=absent rank=%d: stayed away from call 6\n", rank_);
         return 0;
     }
     double t0 = now_s();
@@ -95,7 +95,7 @@ static int absent(ncclComm_t comm, cudaStream_t s, int *dev, int *host)
     if (async != ncclRemoteError) FAILF("async error %s after %.1f s, expected ncclRemoteError", ncclGetErrorString(async), took);
     snprintf(want, sizeof(want), "rank %d (host ", last);
     if (!strstr(msg, want)) FAILF("the error does not name rank %d with its host: %s", last, msg);
-    if (!strstr(msg, "has not launched #6")) FAILF("the error does not say 'has not launched #6': %s", msg);
+    if (!strstr(msg, "has not launched call 6")) FAILF("the error does not say 'has not launched call 6': %s", msg);
     if (!strstr(msg, "waiting for rank")) FAILF("the error does not name the peer the kernel waited for: %s", msg);
     printf("hang-gpu scenario=absent rank=%d: ok after %.1f s: %s\n", rank_, took, msg);
     ncclCommAbort(comm);

@@ -1,10 +1,10 @@
 /* Hang reports and check mode on host communicators (doc/DEBUGGING.md).  The
  * last rank is the one to blame; each test makes a communicator of its own.
  *
- * Case "timeout" (MPCCL_OP_TIMEOUT=3): the last rank stays away from call #6
- * (computing), or calls broadcast #6 where the others call allreduce #6.
+ * Case "timeout" (MPCCL_OP_TIMEOUT=3): the last rank stays away from call 6
+ * (computing), or calls broadcast call 6 where the others call allreduce call 6.
  * Every waiting rank fails within 5 s with ncclRemoteError, and its
- * ncclGetLastError names the last rank -- host, pid, "has not entered #6",
+ * ncclGetLastError names the last rank -- host, pid, "has not entered call 6",
  * or the broadcast and its number.
  * Case "check" (MPCCL_CHECK_MODE=1 or NCCL_CHECK_MODE=1): a mismatched
  * operation, count, root, datatype or op, and a send whose receive has
@@ -72,13 +72,13 @@ START_TEST(test_absent_rank_named)
     int *pids = all_pids();
     ncclComm_t comm = new_comm();
     float *buf = malloc(COUNT * sizeof(float));
-    good_allreduces(comm, buf, 5); /* #1..#5 */
+    good_allreduces(comm, buf, 5); /* call 1..#5 */
     MPI_Barrier(MPI_COMM_WORLD);
     if (t_rank == last) {
-        sleep(6); /* computing, away from call #6 */
+        sleep(6); /* computing, away from call 6 */
         /* It may complete (its peers' data had all arrived) or fail (revoked). */
         ncclResult_t r = ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL);
-        T_EXPECT(r == ncclRemoteError || r == ncclSuccess, "the late rank's call #6 returned %s",
+        T_EXPECT(r == ncclRemoteError || r == ncclSuccess, "the late rank's call 6 returned %s",
                  ncclGetErrorString(r));
     } else {
         double t0 = now_s();
@@ -86,14 +86,14 @@ START_TEST(test_absent_rank_named)
         double took = now_s() - t0;
         const char *msg = ncclGetLastError(comm);
         char want[160];
-        T_EXPECT(r == ncclRemoteError, "call #6 returned %s, expected ncclRemoteError", ncclGetErrorString(r));
-        T_EXPECT(took < 5.0, "call #6 failed after %.2f s, expected within 5 s", took);
+        T_EXPECT(r == ncclRemoteError, "call 6 returned %s, expected ncclRemoteError", ncclGetErrorString(r));
+        T_EXPECT(took < 5.0, "call 6 failed after %.2f s, expected within 5 s", took);
         snprintf(want, sizeof(want), "rank %d (host ", last);
         T_EXPECT(strstr(msg, want) != NULL, "the error does not name rank %d with its host: %s", last, msg);
         snprintf(want, sizeof(want), "pid %d)", pids[last]);
         T_EXPECT(strstr(msg, want) != NULL, "the error does not name pid %d: %s", pids[last], msg);
-        T_EXPECT(strstr(msg, "has not entered #6") != NULL, "the error does not say 'has not entered #6': %s", msg);
-        T_EXPECT(strstr(msg, "last completed allreduce #5") != NULL, "the error does not name the last call: %s",
+        T_EXPECT(strstr(msg, "has not entered call 6") != NULL, "the error does not say 'has not entered call 6': %s", msg);
+        T_EXPECT(strstr(msg, "last completed allreduce call 5") != NULL, "the error does not name the last call: %s",
                  msg);
         printf("rank %d: failed after %.2f s: %s\n", t_rank, took, msg);
     }
@@ -116,7 +116,7 @@ START_TEST(test_other_collective_named)
     if (t_rank == last) {
         usleep(500000); /* the others time out first */
         ncclResult_t r = ncclBroadcast(buf, buf, COUNT, ncclFloat32, 0, comm, NULL);
-        printf("rank %d: broadcast #6 returned %s (check mode off: not checked)\n", t_rank, ncclGetErrorString(r));
+        printf("rank %d: broadcast call 6 returned %s (check mode off: not checked)\n", t_rank, ncclGetErrorString(r));
     } else {
         double t0 = now_s();
         ncclResult_t r = ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL);
@@ -124,10 +124,10 @@ START_TEST(test_other_collective_named)
         const char *msg = ncclGetLastError(comm);
         char want[64];
         snprintf(want, sizeof(want), "rank %d", last);
-        T_EXPECT(r == ncclRemoteError, "allreduce #6 returned %s, expected ncclRemoteError", ncclGetErrorString(r));
-        T_EXPECT(took < 5.0, "allreduce #6 failed after %.2f s, expected within 5 s", took);
+        T_EXPECT(r == ncclRemoteError, "allreduce call 6 returned %s, expected ncclRemoteError", ncclGetErrorString(r));
+        T_EXPECT(took < 5.0, "allreduce call 6 failed after %.2f s, expected within 5 s", took);
         T_EXPECT(strstr(msg, want) != NULL, "the error does not name rank %d: %s", last, msg);
-        T_EXPECT(strstr(msg, "broadcast #6") != NULL, "the error does not name broadcast #6: %s", msg);
+        T_EXPECT(strstr(msg, "broadcast call 6") != NULL, "the error does not name broadcast call 6: %s", msg);
         printf("rank %d: failed after %.2f s: %s\n", t_rank, took, msg);
     }
     MPI_Barrier(MPI_COMM_WORLD); /* nobody leaves the communicator while others report */
@@ -259,7 +259,7 @@ START_TEST(test_stall_reported_once)
                 snprintf(want, sizeof(want), "rank %d (host ", r);
                 T_EXPECT(strstr(text, want) != NULL, "mpcclCommDumpState does not name rank %d: %s", r, text);
             }
-            T_EXPECT(text && strstr(text, "last completed allreduce #3"), "the dump lacks the last call: %s",
+            T_EXPECT(text && strstr(text, "last completed allreduce call 3"), "the dump lacks the last call: %s",
                      text ? text : "");
             printf("mpcclCommDumpState:\n%s", text ? text : "");
             free(text);
