@@ -112,7 +112,7 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
     mpccl_status_t st = MPCCL_OK;
     int64_t timeout = mpccl_config_int("OP_TIMEOUT");
     double start = timeout > 0 ? mpccl_now_seconds() : 0;
-    int64_t stall_s = timeout > 0 ? 0 : mpccl_config_int("STALL_REPORT_S");
+    int64_t stall_s = timeout > 0 ? 0 : -1; /* read once a wait lasts: not on the fast path */
     double first_wait = 0; /* when the calls first found nothing to do */
     unsigned idle_passes = 0;
     double quiet_since = 0; /* when the transport last stopped reporting events */
@@ -171,6 +171,7 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
                     return stop_failed(ops, MPCCL_ERR_REMOTE);
             if (idle_on) idle_on->ops->idle(idle_on);
             else sched_yield();
+            if (stall_s < 0 && (idle_passes & 255) == 0) stall_s = mpccl_config_int("STALL_REPORT_S");
             if (stall_s > 0 && (idle_passes & 255) == 0 && mpccl_now_seconds() - first_wait > (double)stall_s) {
                 stalled(ops, (double)stall_s);
                 stall_s = 0; /* once per call */
