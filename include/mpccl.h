@@ -3,6 +3,7 @@
 #define MPCCL_H_
 
 #include <stddef.h>
+#include <stdio.h>
 #include "nccl.h"
 
 #ifdef __cplusplus
@@ -25,6 +26,14 @@ typedef struct mpcclOobOps {
 /* Collective over the callbacks' ranks: ops/ctx must stay valid until release. */
 ncclResult_t mpcclCommInitOob(ncclComm_t *comm, int nranks, int rank, const mpcclOobOps_t *ops,
                               void *ctx, ncclConfig_t *config);
+
+/* Writes a job-wide "who is where" report of comm to out (NULL: the log, at
+ * WARN): every rank's call in progress and last completed collective, with
+ * sequence numbers and arguments, asked of the ranks over a side channel that
+ * answers while they are busy or stuck (doc/DEBUGGING.md).  Not collective:
+ * any rank may call it, from any thread, at any time (SIGUSR2 does the same
+ * for every communicator of the process). */
+ncclResult_t mpcclCommDumpState(ncclComm_t comm, FILE *out);
 
 /* Prints mpccl's environment settings with their current values. */
 void mpcclPrintConfig(void);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hang_report.h"
 #include "api/api.h"
 #include "api/api_check.h"
 #include "api/api_nvtx.h" /* NVTX ranges: one line atop each init and teardown function */
@@ -382,6 +383,16 @@ static mpccl_status_t check_query(const char *fn, ncclComm_t comm, const char *a
                           "%s: comm %p: attempt to use the communicator before its init returned ncclSuccess "
                           "(poll ncclCommGetAsyncError until it does)", fn, (void *)comm);
     return mpccl_check_ptr(fn, arg, out);
+}
+
+MPCCL_EXPORT ncclResult_t mpcclCommDumpState(ncclComm_t comm, FILE *out)
+{
+    mpccl_status_t st = mpccl_check_comm("mpcclCommDumpState", comm);
+    if (st == MPCCL_OK && comm->state != MPCCL_COMM_READY)
+        st = mpccl_fail(MPCCL_ERR_USAGE, "mpcclCommDumpState: comm %p is not ready (state %d)", (void *)comm,
+                        (int)comm->state);
+    if (st == MPCCL_OK) mpccl_hang_dump(comm, out);
+    return mpccl_result(st);
 }
 
 MPCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count)

@@ -5,6 +5,9 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "core/check_mode.h"
+#include "core/hang_report.h"
+#include "core/side_channel.h"
 #include "core/comm.h"
 #include "core/tags.h"
 #include "core/comm_fail.h"
@@ -13,6 +16,7 @@
 #include "core/topo.h"
 #include "devapi/devapi_comm.h"
 #include "onesided/onesided_win.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 ncclComm_t mpccl_comm_alloc(void)
@@ -92,6 +96,12 @@ out:
     return st;
 }
 
+/* SIGUSR2 (core/side_channel.h): the job-wide report in the log. */
+static void dump_to_log(ncclComm_t comm)
+{
+    mpccl_hang_dump(comm, NULL);
+}
+
 mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const ncclConfig_t *config, int cuda_dev)
 {
     mpccl_status_t st = MPCCL_OK;
@@ -122,6 +132,8 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
      * of this machine are watched (comm_fail.c), so UCX may use shared memory
      * to them. */
     MPCCL_CHECK_GOTO(mpccl_comm_fail_setup(comm), st, out);
+    MPCCL_CHECK_GOTO(mpccl_check_setup(comm), st, out);
+    mpccl_side_set_dump(dump_to_log); /* SIGUSR2 */
     MPCCL_CHECK_GOTO(mpccl_ucx_transport_create_local(&comm->bs, mpccl_comm_same_machine(comm), &comm->transport),
                      st, out);
     mpccl_comm_fail_attach(comm);
@@ -154,6 +166,7 @@ void mpccl_comm_release(ncclComm_t comm, int force)
 {
     if (!comm) return;
     mpccl_comm_fail_release(comm); /* first: no failure reported on comm from here */
+    mpccl_check_release(comm);
     mpccl_comm_hier_release(comm, force || comm->aborting); /* their launches ran on comm's behalf */
     mpccl_devcomm_release_all(comm);
     mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
@@ -241,8 +254,25 @@ void mpccl_comm_destroy(ncclComm_t comm)
  * a group the release runs at ncclGroupEnd, after every communicator aborted
  * in the group was stopped: their kernels may share streams, and one must not
  * wait for another's that nobody stopped yet. */
+/* ncclCommAbort while a call of comm has waited a while (host), or while a
+ * kernel of it waits (GPU): the job-wide report first, so the abort says why. */
+static void report_stall(ncclComm_t comm)
+{
+    if (comm->state != MPCCL_COMM_READY || !comm->side) return;
+    mpccl_progress_t p;
+    mpccl_progress_read(&comm->progress, &p);
+    int stalled = p.state == MPCCL_PROGRESS_RUNNING && p.wait_since > 0 &&
+                  mpccl_now_seconds() - p.wait_since >= MPCCL_ABORT_REPORT_S;
+    char kernels[200] = "";
+    if (comm->exec_ready) comm->exec->describe(comm, kernels, sizeof(kernels));
+    if (!stalled && !strstr(kernels, "waited for")) return;
+    char summary[1024];
+    mpccl_hang_report(comm, "ncclCommAbort after a stall", 1, summary, sizeof(summary));
+}
+
 mpccl_status_t mpccl_comm_abort(ncclComm_t comm)
 {
+    report_stall(comm);
     mpccl_comm_async_abort(comm);
     /* A communicator its worker still builds, or whose init failed, has
      * launched nothing. */

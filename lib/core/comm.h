@@ -10,6 +10,7 @@
 #include "algo/algo_plan.h"
 #include "core/comm_async.h"
 #include "core/exec.h"
+#include "core/progress.h"
 #include "core/transport.h"
 
 #define MPCCL_COMM_MAGIC 0x6d7063636c636f6dULL /* "mpcclcom" */
@@ -65,6 +66,10 @@ struct ncclComm {
     struct mpccl_fail_state *fail;  /* failure state, peers, revoke (comm_fail.c); NULL before setup */
     struct mpccl_hier *hier;        /* node and rail children of a GPU communicator spanning nodes (comm_hier.h); NULL if none */
     const int *parent_ranks;        /* such a child: each of its ranks' rank in the parent (messages name those); else NULL */
+
+    mpccl_progress_t progress;      /* what this rank is doing in it (core/progress.h) */
+    struct mpccl_side_comm *side;   /* its side channel state (core/side_channel.h); NULL when not registered */
+    struct mpccl_check_state *check; /* check mode's counters (core/check_mode.h); NULL when off */
 
     mpccl_redop_slot_t redops[MPCCL_MAX_CUSTOM_OPS];
     pthread_mutex_t redop_lock;

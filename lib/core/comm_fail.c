@@ -13,6 +13,7 @@
 #include "core/comm_hier.h"
 #include "core/peer_watch.h"
 #include "core/shrink_door.h"
+#include "core/side_channel.h"
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -20,7 +21,8 @@
 struct mpccl_fail_state {
     int failed; /* atomic: set once, never cleared */
     pthread_mutex_t mu;
-    char msg[512];
+    char msg[1536];
+    int revoker;                  /* the rank whose revoke was the first failure, or -1 */
     mpccl_peer_info_t *peers;     /* nranks */
     unsigned char *same_machine;  /* nranks: watched by the peer watcher */
     unsigned char *dead;          /* nranks, atomic: the watcher saw it die */
@@ -109,6 +111,7 @@ mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm)
     mpccl_fail_state_t *f = calloc(1, sizeof(*f));
     if (f) {
         f->door_fd = -1;
+        f->revoker = -1;
         pthread_mutex_init(&f->mu, NULL);
         f->peers = calloc((size_t)n, sizeof(*f->peers));
         f->same_machine = calloc((size_t)n, 1);
@@ -124,8 +127,12 @@ mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm)
     me->pid = (int32_t)getpid();
     me->machine = machine_id(me->host, sizeof(me->host));
     if (n > 1) mpccl_shrink_door_open(&f->door_fd, &me->door);
-    mpccl_status_t st = mpccl_bootstrap_allgather(&comm->bs, f->peers, sizeof(*f->peers));
+    /* Registered before the exchange: once every rank has the addresses, a
+     * peer may ask this rank at once. */
+    mpccl_status_t st = mpccl_side_register(comm, &me->side);
+    if (st == MPCCL_OK) st = mpccl_bootstrap_allgather(&comm->bs, f->peers, sizeof(*f->peers));
     if (st != MPCCL_OK) {
+        mpccl_side_unregister(comm);
         free_state(f);
         return st;
     }
@@ -137,6 +144,12 @@ mpccl_status_t mpccl_comm_fail_setup(ncclComm_t comm)
     f->revoke_word = comm->id; /* peers check it names their communicator */
     comm->fail = f;
     return MPCCL_OK;
+}
+
+const mpccl_peer_info_t *mpccl_comm_peer_info(ncclComm_t comm, int rank)
+{
+    if (!comm->fail || rank < 0 || rank >= comm->nranks) return NULL;
+    return &comm->fail->peers[rank];
 }
 
 int mpccl_comm_door_fd(ncclComm_t comm) { return comm->fail ? comm->fail->door_fd : -1; }
@@ -249,6 +262,9 @@ static void peer_revoked(void *owner, int peer, uint64_t word)
         return;
     }
     f->revoked_by[peer] = 1;
+    pthread_mutex_lock(&f->mu);
+    if (!f->failed) f->revoker = peer;
+    pthread_mutex_unlock(&f->mu);
     mpccl_comm_fail(comm, ncclRemoteError,
                     "rank %d (host %s, pid %d) revoked the communicator (a rank failed, or it called "
                     "ncclCommRevoke)",
@@ -278,6 +294,7 @@ void mpccl_comm_fail_release(ncclComm_t comm)
     mpccl_fail_state_t *f = comm->fail;
     if (!f) return;
     if (f->watched) mpccl_peer_watch_remove(comm);
+    mpccl_side_unregister(comm);
     if (comm->transport) {
         comm->transport->on_revoke = NULL;
         comm->transport->owner = NULL;
@@ -291,7 +308,7 @@ void mpccl_comm_fail_release(ncclComm_t comm)
 
 mpccl_status_t mpccl_comm_fail(ncclComm_t comm, ncclResult_t err, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -324,6 +341,31 @@ mpccl_status_t mpccl_comm_fail(ncclComm_t comm, ncclResult_t err, const char *fm
     return st;
 }
 
+void mpccl_comm_fail_amend(ncclComm_t comm, const char *fmt, ...)
+{
+    mpccl_fail_state_t *f = comm->fail;
+    if (!f) return;
+    char extra[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(extra, sizeof(extra), fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&f->mu);
+    size_t l = strlen(f->msg);
+    snprintf(f->msg + l, sizeof(f->msg) - l, "; %s", extra);
+    pthread_mutex_unlock(&f->mu);
+}
+
+int mpccl_comm_failed_by_revoke(ncclComm_t comm)
+{
+    mpccl_fail_state_t *f = comm->fail;
+    if (!f) return -1;
+    pthread_mutex_lock(&f->mu);
+    int r = f->revoker;
+    pthread_mutex_unlock(&f->mu);
+    return r;
+}
+
 int mpccl_comm_failed(ncclComm_t comm)
 {
     return comm->fail && __atomic_load_n(&comm->fail->failed, __ATOMIC_ACQUIRE);
@@ -337,7 +379,7 @@ int mpccl_comm_peer_dead(ncclComm_t comm, int peer)
 mpccl_status_t mpccl_comm_fail_report(ncclComm_t comm, const char *fn)
 {
     mpccl_fail_state_t *f = comm->fail;
-    char msg[512] = "";
+    char msg[1536] = "";
     if (f) {
         pthread_mutex_lock(&f->mu);
         snprintf(msg, sizeof(msg), "%s", f->msg);

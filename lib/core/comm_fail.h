@@ -19,6 +19,7 @@ typedef struct mpccl_peer_info {
     uint64_t machine; /* the real machine (hostname, boot id, pid namespace): never MPCCL_HOSTID */
     char host[48];
     mpccl_sockaddr_t door;  /* where ncclCommShrink hands it an id (core/shrink_door.h); zero: nowhere */
+    mpccl_sockaddr_t side;  /* its process's side channel (core/side_channel.h); zero: none */
 } mpccl_peer_info_t;
 
 typedef struct mpccl_fail_state mpccl_fail_state_t;
@@ -36,6 +37,8 @@ const mpccl_sockaddr_t *mpccl_comm_door_to(ncclComm_t comm, int peer);
 /* Whether this rank and every peer have a door, so that a shrink of comm
  * shares its id without the parent's transport (comm_shrink.c). */
 int mpccl_comm_doors_complete(ncclComm_t comm);
+/* What rank told at init (host, pid, addresses); NULL before setup. */
+const mpccl_peer_info_t *mpccl_comm_peer_info(ncclComm_t comm, int rank);
 /* Per peer: 1 when it runs on this machine (the peer watcher sees it die), so
  * the transport may use shared memory to it.  NULL before setup. */
 const unsigned char *mpccl_comm_same_machine(ncclComm_t comm);
@@ -53,6 +56,11 @@ void mpccl_comm_fail_release(ncclComm_t comm);
  * matching err) so that a caller can `return mpccl_comm_fail(...)`. */
 mpccl_status_t mpccl_comm_fail(ncclComm_t comm, ncclResult_t err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Appends to the recorded failure's message (a hang report's summary
+ * fetched after a revoke): ncclGetLastError of later calls shows it. */
+void mpccl_comm_fail_amend(ncclComm_t comm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The rank whose revoke failed comm, -1 if its failure had another cause. */
+int mpccl_comm_failed_by_revoke(ncclComm_t comm);
 /* Maps an internal status to the async error recorded by mpccl_comm_fail. */
 ncclResult_t mpccl_comm_fail_result(mpccl_status_t st);
 

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check_mode.h"
 #include "core/enqueue.h"
 #include "core/group.h"
 #include "util/log.h"
@@ -86,6 +87,7 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
     d->root = root;
     d->in_place = is_in_place(coll, sendbuf, recvbuf, count * mpccl_dtype_size(dt), comm->rank, root);
     call->task.dt = dt;
+    call->user_op = (int)op;
     if (coll == MPCCL_COLL_ALLREDUCE || coll == MPCCL_COLL_REDUCE || coll == MPCCL_COLL_REDUCESCATTER)
         MPCCL_CHECK_GOTO(map_op(comm, op, dt, d, &call->task), st, fail);
     call->task.op = d->op;
@@ -102,12 +104,20 @@ mpccl_status_t mpccl_launch(const char *fn, mpccl_coll_t coll, const void *sendb
                root, d->in_place, exec->memory,
                exec->plans_at_call ? mpccl_algo_name((mpccl_algo_t)call->sched.algo) : "chosen at launch",
                call->sched.nsteps);
+    /* The progress record (core/progress.h): a few stores. */
+    mpccl_progress_enter(&comm->progress, coll, count, dt, op, root, (void *)stream, mpccl_group_depth() > 0);
     if (!eager) return mpccl_group_enqueue(call);
     /* Straight to the executor's launch code (doc/MAP.md), as a user of comm
      * (an abort from another thread waits for the launch, comm_async.h). */
-    MPCCL_CHECK(mpccl_comm_enter(comm, fn));
-    st = call->is_p2p ? exec->launch_p2p(&call, 1) : exec->launch(call);
-    if (st != MPCCL_OK) mpccl_comm_set_error(comm, st);
+    st = mpccl_comm_enter(comm, fn);
+    if (st != MPCCL_OK) {
+        mpccl_progress_leave(&comm->progress, 0);
+        return st;
+    }
+    if (comm->check) st = mpccl_check_calls(call); /* check mode: the peers' calls first */
+    if (st == MPCCL_OK) st = call->is_p2p ? exec->launch_p2p(&call, 1) : exec->launch(call);
+    if (st != MPCCL_OK && st != MPCCL_ERR_USAGE) mpccl_comm_set_error(comm, st);
+    mpccl_progress_leave(&comm->progress, st == MPCCL_OK);
     mpccl_comm_leave(comm);
     return st;
 fail:

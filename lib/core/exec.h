@@ -113,6 +113,12 @@ struct mpccl_executor {
     /* ncclCommGetAsyncError: turn a failure only the executor sees (a GPU
      * kernel that hit MPCCL_OP_TIMEOUT) into the communicator's async error. */
     void (*poll_error)(ncclComm_t comm);
+
+    /* ---- hang reports (core/hang_report.h) ---- */
+    /* Where this communicator's kernels are, in words ("" when nothing is
+     * known: host communicators).  Called by the side channel's thread while
+     * the application thread may be stuck: reads only, never waits. */
+    void (*describe)(ncclComm_t comm, char *buf, size_t len);
 };
 
 typedef struct mpccl_executor mpccl_executor_t;

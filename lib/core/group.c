@@ -8,6 +8,7 @@
 
 #include "core/estimate.h"
 #include "core/group.h"
+#include "core/check_mode.h"
 #include "core/comm_fail.h"
 
 typedef struct mpccl_deferred_init {
@@ -71,6 +72,9 @@ static void free_ops(mpccl_call_t *ops)
 {
     while (ops) {
         mpccl_call_t *next = ops->next;
+        /* A call dropped unrun (an error in its group) leaves its record. */
+        if (ops->comm && (ops->comm->progress.state == MPCCL_PROGRESS_GROUPED || ops->comm->progress.state == MPCCL_PROGRESS_RUNNING))
+            mpccl_progress_leave(&ops->comm->progress, 0);
         mpccl_call_free(ops);
         ops = next;
     }
@@ -129,7 +133,10 @@ static mpccl_status_t run_calls(mpccl_call_t *ops)
             mpccl_call_t *mine = take_executor(&ops, exec);
             st = enter_calls(mine);
             if (st == MPCCL_OK) {
-                st = exec->run_group(mine);
+                for (mpccl_call_t *c = mine; c; c = c->next) mpccl_progress_run(&c->comm->progress);
+                st = mpccl_check_calls(mine); /* check mode (nothing when off) */
+                if (st == MPCCL_OK) st = exec->run_group(mine);
+                for (mpccl_call_t *c = mine; c; c = c->next) mpccl_progress_leave(&c->comm->progress, st == MPCCL_OK);
                 leave_calls(mine, NULL);
             }
             free_ops(mine);
@@ -147,9 +154,11 @@ mpccl_status_t mpccl_group_enqueue(mpccl_call_t *op)
         ncclComm_t comm = op->comm;
         mpccl_status_t st = mpccl_comm_enter(comm, "collective or send/recv");
         if (st == MPCCL_OK) {
-            st = comm->exec->run_group(op);
+            if (comm->check) st = mpccl_check_calls(op); /* check mode: the peers' calls first */
+            if (st == MPCCL_OK) st = comm->exec->run_group(op);
             mpccl_comm_leave(comm);
         }
+        mpccl_progress_leave(&comm->progress, st == MPCCL_OK);
         mpccl_call_free(op);
         return st;
     }

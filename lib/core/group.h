@@ -11,6 +11,7 @@ typedef struct mpccl_call {
     ncclComm_t comm;
     int is_p2p;
     mpccl_coll_desc_t desc;
+    int user_op;                /* the ncclRedOp_t as passed (check mode compares it) */
     mpccl_sched_t sched;
     mpccl_task_t task;
     void *stream;               /* cudaStream_t of GPU calls */

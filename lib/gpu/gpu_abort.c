@@ -5,9 +5,11 @@
 
 #ifdef MPCCL_HAVE_CUDA
 
+#include <stdio.h>
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/hang_report.h"
 #include "devapi/devapi_comm.h"
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_proxy_wake.h"
@@ -39,9 +41,34 @@ int mpccl_gpu_comm_drain(struct ncclComm *comm, int max_ms)
 mpccl_status_t mpccl_gpu_comm_check_hang(struct ncclComm *comm)
 {
     if (!comm || comm->cuda_dev < 0) return MPCCL_OK;
-    mpccl_status_t st = mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl(comm), comm->rank, comm->parent_ranks);
-    if (st != MPCCL_OK && comm->async_error == ncclSuccess) comm->async_error = ncclRemoteError;
+    mpccl_gpu_abort_ctl_t *ctl = mpccl_gpu_abort_ctl(comm);
+    mpccl_status_t st = mpccl_gpu_abort_hang_status(ctl, comm->rank, comm->parent_ranks);
+    if (st == MPCCL_OK) return st;
+    if (comm->async_error == ncclSuccess) comm->async_error = ncclRemoteError;
+    /* Once: the job-wide report (who launched the call, where each rank's
+     * kernels wait), whose summary every later error repeats. */
+    if (__atomic_exchange_n(&ctl->job_reported, 1, __ATOMIC_ACQ_REL) == 0) {
+        char kernel[1024], summary[768];
+        snprintf(kernel, sizeof(kernel), "%s", mpccl_last_error());
+        mpccl_hang_report(comm, "a GPU kernel gave up (MPCCL_OP_TIMEOUT)", 1, summary, sizeof(summary));
+        snprintf(ctl->job_summary, sizeof(ctl->job_summary), "%s", summary);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        return mpccl_fail(MPCCL_ERR_REMOTE, "%s; %s", kernel, ctl->job_summary);
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (ctl->job_summary[0]) {
+        char kernel[1024];
+        snprintf(kernel, sizeof(kernel), "%s", mpccl_last_error());
+        st = mpccl_fail(MPCCL_ERR_REMOTE, "%s; %s", kernel, ctl->job_summary);
+    }
     return st;
+}
+
+void mpccl_gpu_comm_describe(struct ncclComm *comm, char *buf, size_t len)
+{
+    if (len) buf[0] = '\0';
+    if (!comm || comm->cuda_dev < 0) return;
+    mpccl_gpu_abort_describe(mpccl_gpu_abort_ctl(comm), comm->parent_ranks, buf, len);
 }
 
 void mpccl_gpu_comm_drain_logged(struct ncclComm *comm)

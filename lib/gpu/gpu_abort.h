@@ -23,6 +23,8 @@ typedef struct mpccl_gpu_abort_ctl {
     mpccl_gpu_abort_t *dev;  /* the same memory as kernels see it */
     uint32_t seq;            /* launches handed an abort argument (atomic) */
     int reported;            /* the hang record was turned into an error (atomic) */
+    int job_reported;        /* the job-wide report was gathered (atomic; core/hang_report.h) */
+    char job_summary[768];   /* its summary line, added to the error from then on */
 } mpccl_gpu_abort_ctl_t;
 
 /* Allocates the word (cleared) with MPCCL_OP_TIMEOUT as the kernels' timeout. */
@@ -42,6 +44,11 @@ int mpccl_gpu_abort_raised(const mpccl_gpu_abort_ctl_t *c);
  * collective's node or rail communicator). */
 mpccl_status_t mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl_t *c, int rank, const int *rank_names);
 
+/* Where the kernels of c are, in words, into buf (hang reports): launches
+ * so far, a kernel's current wait (operation, launch, the peer and the flag
+ * value it waits for, the value it sees), a hang record.  Reads only. */
+void mpccl_gpu_abort_describe(mpccl_gpu_abort_ctl_t *c, const int *rank_names, char *buf, size_t len);
+
 /* The communicator-level entry points (gpu_abort.c). */
 
 /* Stops every kernel of comm: raises its abort word (and its device
@@ -58,6 +65,8 @@ void mpccl_gpu_comm_drain_logged(struct ncclComm *comm);
 /* Waits until the communicator's launches completed (ncclCommSuspend); an
  * error if a kernel timed out meanwhile.  fn names the API call. */
 mpccl_status_t mpccl_gpu_comm_quiesce(struct ncclComm *comm, const char *fn);
+/* The executor's describe (core/exec.h): mpccl_gpu_abort_describe of comm. */
+void mpccl_gpu_comm_describe(struct ncclComm *comm, char *buf, size_t len);
 /* A kernel of comm timed out (MPCCL_OP_TIMEOUT): records ncclRemoteError as
  * comm's asynchronous error and returns the error (with its message); else
  * MPCCL_OK. */

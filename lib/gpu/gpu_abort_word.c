@@ -111,4 +111,25 @@ mpccl_status_t mpccl_gpu_abort_hang_status(mpccl_gpu_abort_ctl_t *c, int rank, c
     return st;
 }
 
+void mpccl_gpu_abort_describe(mpccl_gpu_abort_ctl_t *c, const int *rank_names, char *buf, size_t len)
+{
+    if (!len) return;
+    buf[0] = '\0';
+    if (!c) return;
+    const volatile mpccl_gpu_abort_t *h = c->host;
+    unsigned launched = __atomic_load_n(&c->seq, __ATOMIC_RELAXED);
+    uint64_t stamp = h->wait_stamp;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    int peer = h->wait_peer;
+    if (peer >= 0 && rank_names) peer = rank_names[peer];
+    int n = snprintf(buf, len, "%u launches", launched);
+    if (stamp && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "; a kernel of launch %u (%s) last waited for rank %d's flag to "
+                      "reach %u, it had reached %u", h->wait_seq, op_name(h->wait_op, h->wait_sub), peer,
+                      h->wait_want, h->wait_seen);
+    if (h->hung == 2u && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "; launch %u timed out (MPCCL_OP_TIMEOUT)", h->seq);
+    if (h->stop && !h->hung && n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "; stopped");
+}
+
 #endif /* MPCCL_HAVE_CUDA */

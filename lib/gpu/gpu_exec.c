@@ -190,6 +190,7 @@ static const mpccl_executor_t gpu_executor = {
     .can_shrink = gpu_can_shrink,
     .can_suspend = gpu_can_suspend,
     .poll_error = gpu_poll_error,
+    .describe = mpccl_gpu_comm_describe,
 };
 
 const mpccl_executor_t *mpccl_gpu_executor(void)

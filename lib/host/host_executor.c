@@ -10,6 +10,7 @@
 #include "core/comm_drain.h"
 #include "core/comm_fail.h"
 #include "core/group.h"
+#include "core/hang_report.h"
 #include "host/host_exec.h"
 #include "onesided/onesided_win.h"
 #include "util/clock.h"
@@ -55,6 +56,10 @@ static mpccl_status_t stop_failed(mpccl_call_t *ops, mpccl_status_t st)
             if (!failed) failed = op->comm, what = op;
         }
     if (!failed) return st;
+    /* A peer that revoked after a timeout kept a report naming who is to
+     * blame: this rank's error names them too. */
+    int revoker = mpccl_comm_failed_by_revoke(failed);
+    if (revoker >= 0) mpccl_hang_report_from(failed, revoker);
     char fn[64];
     snprintf(fn, sizeof(fn), "%s (%s)", mpccl_coll_name(what->desc.coll), ops->next ? "in a group" : "alone");
     return mpccl_comm_fail_report(failed, fn);
@@ -69,11 +74,46 @@ static int op_needs(void *arg, int rank)
     return op->run == NULL || mpccl_exec_needs_peer(op->run, rank);
 }
 
+/* Whether comm appears in ops before op (one report per communicator). */
+static int seen_before(const mpccl_call_t *ops, const mpccl_call_t *op)
+{
+    for (const mpccl_call_t *q = ops; q != op; q = q->next)
+        if (q->comm == op->comm && !q->done) return 1;
+    return 0;
+}
+
+/* MPCCL_OP_TIMEOUT passed: each communicator still waited on gets a
+ * job-wide report, and fails with its summary (naming the ranks to blame). */
+static mpccl_status_t timed_out(mpccl_call_t *ops, int64_t timeout)
+{
+    char why[160], summary[1024];
+    snprintf(why, sizeof(why), "MPCCL_OP_TIMEOUT=%lld s passed", (long long)timeout);
+    for (mpccl_call_t *op = ops; op; op = op->next) {
+        if (op->done || seen_before(ops, op) || mpccl_comm_failed(op->comm)) continue;
+        mpccl_hang_report(op->comm, why, 1, summary, sizeof(summary));
+        mpccl_comm_fail(op->comm, ncclRemoteError, "%s", summary);
+    }
+    return stop_failed(ops, MPCCL_ERR_REMOTE);
+}
+
+/* No timeout, but the call has waited MPCCL_STALL_REPORT_S: one report
+ * (printed by the lowest waiting rank), and the wait goes on. */
+static void stalled(mpccl_call_t *ops, double stall_s)
+{
+    char why[160], summary[1024];
+    snprintf(why, sizeof(why), "stalled for %.0f s (MPCCL_STALL_REPORT_S; no MPCCL_OP_TIMEOUT, still waiting)",
+             stall_s);
+    for (mpccl_call_t *op = ops; op; op = op->next)
+        if (!op->done && !seen_before(ops, op)) mpccl_hang_report(op->comm, why, 1, summary, sizeof(summary));
+}
+
 static mpccl_status_t run_ops(mpccl_call_t *ops)
 {
     mpccl_status_t st = MPCCL_OK;
     int64_t timeout = mpccl_config_int("OP_TIMEOUT");
     double start = timeout > 0 ? mpccl_now_seconds() : 0;
+    int64_t stall_s = timeout > 0 ? 0 : -1; /* read once a wait lasts: not on the fast path */
+    double first_wait = 0; /* when the calls first found nothing to do */
     unsigned idle_passes = 0;
     double quiet_since = 0; /* when the transport last stopped reporting events */
     for (;;) {
@@ -116,7 +156,13 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
             idle_passes = 0;
             continue;
         }
-        if (++idle_passes == 1) quiet_since = mpccl_now_seconds();
+        if (++idle_passes == 1) {
+            quiet_since = mpccl_now_seconds();
+            if (first_wait == 0) {
+                first_wait = quiet_since;
+                for (mpccl_call_t *op = ops; op; op = op->next) mpccl_progress_waiting(&op->comm->progress, first_wait);
+            }
+        }
         /* Ranks oversubscribe cores in tests: give the CPU away while waiting. */
         if (idle_passes > 16) {
             for (mpccl_call_t *op = ops; op; op = op->next)
@@ -125,16 +171,13 @@ static mpccl_status_t run_ops(mpccl_call_t *ops)
                     return stop_failed(ops, MPCCL_ERR_REMOTE);
             if (idle_on) idle_on->ops->idle(idle_on);
             else sched_yield();
+            if (stall_s < 0 && (idle_passes & 255) == 0) stall_s = mpccl_config_int("STALL_REPORT_S");
+            if (stall_s > 0 && (idle_passes & 255) == 0 && mpccl_now_seconds() - first_wait > (double)stall_s) {
+                stalled(ops, (double)stall_s);
+                stall_s = 0; /* once per call */
+            }
         }
-        if (timeout > 0 && mpccl_now_seconds() - start > (double)timeout) {
-            st = mpccl_fail(MPCCL_ERR_REMOTE,
-                            "operation did not complete within MPCCL_OP_TIMEOUT=%lld s: a peer is not "
-                            "participating (it called a different collective, or died)",
-                            (long long)timeout);
-            for (mpccl_call_t *op = ops; op; op = op->next)
-                if (!op->done) mpccl_comm_set_error(op->comm, MPCCL_ERR_REMOTE);
-            return stop_failed(ops, st);
-        }
+        if (timeout > 0 && mpccl_now_seconds() - start > (double)timeout) return timed_out(ops, timeout);
     }
 }
 
@@ -305,6 +348,13 @@ static mpccl_status_t host_can_suspend(ncclComm_t comm, const char *fn)
     return MPCCL_OK;
 }
 
+/* Host calls run on the calling thread: the progress record says it all. */
+static void host_describe(ncclComm_t comm, char *buf, size_t len)
+{
+    (void)comm;
+    if (len) buf[0] = '\0';
+}
+
 const mpccl_executor_t mpccl_host_executor = {
     .name = "host",
     .memory = "host",
@@ -338,4 +388,5 @@ const mpccl_executor_t mpccl_host_executor = {
     .revoke = host_revoke,
     .can_shrink = host_can_shrink,
     .can_suspend = host_can_suspend,
+    .describe = host_describe,
 };

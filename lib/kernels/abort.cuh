@@ -38,7 +38,8 @@ struct mpccl_abort_wait {
     unsigned long long deadline; // ns of %globaltimer; 0: not started
 };
 
-// What a wait was for, recorded only when it times out.
+// What a wait was for: recorded when it times out, and where a wait that
+// lasts is (the wait_* fields of the abort word).
 struct mpccl_abort_why {
     int32_t op, sub, peer, dtype;
     uint64_t count;
@@ -79,9 +80,18 @@ static __device__ __noinline__ unsigned long long mpccl_abort_slow(mpccl_gpu_abo
         *(volatile uint32_t *)&mpccl_abort_seen = 1;
         return MPCCL_ABORT_GIVE_UP;
     }
+    const unsigned long long now = mpccl_globaltimer();
+    // Where this wait is, for hang reports: posted stores to mapped memory,
+    // beside the read above (the fast path never gets here).
+    w->wait_seq = seq;
+    w->wait_op = why.op;
+    w->wait_sub = why.sub;
+    w->wait_peer = why.peer;
+    w->wait_want = why.want;
+    w->wait_seen = why.flag ? *why.flag : 0u;
+    *(volatile unsigned long long *)&w->wait_stamp = now;
     const unsigned long long timeout = *(volatile unsigned long long *)&w->timeout_ns;
     if (timeout == 0) return deadline;
-    const unsigned long long now = mpccl_globaltimer();
     if (deadline == 0) return now + timeout;
     if (now < deadline) return deadline;
     // Timed out: the first kernel of the communicator records why, then all stop.

@@ -38,6 +38,14 @@ typedef struct mpccl_gpu_abort {
     uint64_t count;          /* elements (flat: per block), bytes for p2p / puts */
     uint32_t want;           /* the flag value it waited for, 0 if none */
     uint32_t seen;           /* the peer's flag value it last saw (what the peer completed) */
+    /* Where a kernel waits now, for hang reports (lib/core/hang_report.c):
+     * written at every slow check of a wait that lasts (every
+     * MPCCL_ABORT_SPINS spins, beside the read of stop), by any CTA, the last
+     * writer winning; wait_stamp last. */
+    uint32_t wait_seq;       /* launch number */
+    int32_t wait_op, wait_sub, wait_peer;
+    uint32_t wait_want, wait_seen; /* the flag value awaited, and the peer's value seen */
+    uint64_t wait_stamp;     /* %globaltimer of the write; 0: no kernel waited long yet */
 } mpccl_gpu_abort_t;
 
 /* Passed by value in every kernel's arguments (16 bytes). */

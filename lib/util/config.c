@@ -220,7 +220,17 @@ static mpccl_setting_t settings[] = {
     {"LIBRARY", NULL, "", "Python bindings (python/mpccl): the libmpccl.so to load (read by Python, not here)",
      NULL, NULL},
     {"OP_TIMEOUT", NULL, "0",
-     "seconds a host collective may wait for peers before failing with ncclRemoteError (0: forever)",
+     "seconds a host collective may wait for peers before failing with ncclRemoteError, with a job-wide report "
+     "naming the ranks to blame (0: forever)",
+     NULL, NULL},
+    {"STALL_REPORT_S", NULL, "60",
+     "without MPCCL_OP_TIMEOUT: seconds a host call waits before one job-wide hang report is printed (WARN) and "
+     "the wait goes on (0: never)",
+     NULL, NULL},
+    {"CHECK_MODE", "NCCL_CHECK_MODE", "0",
+     "1: before data moves, every call is checked against its peers' (operation, count, datatype, op, root, "
+     "send/recv pairing, sequence); a mismatch is ncclInvalidUsage on every rank, naming rank and argument. Costs "
+     "a message to every peer per call",
      NULL, NULL},
     {"NVTX", "NCCL_NVTX_DISABLE", "1",
      "1: NVTX ranges (domain NCCL) around API calls on GPU communicators, init and destroy, while a tool such as "

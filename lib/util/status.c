@@ -6,7 +6,7 @@
 #include "util/log.h"
 #include "util/status.h"
 
-#define MPCCL_ERRMSG_MAX 1024
+#define MPCCL_ERRMSG_MAX 2048
 
 static __thread char thread_error[MPCCL_ERRMSG_MAX];
 static char process_error[MPCCL_ERRMSG_MAX];

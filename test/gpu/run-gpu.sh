@@ -10,7 +10,7 @@
 #   a peer killed or hung under every kernel kind: abort, revoke, shrink,
 #   graphs and op timeouts must drain the survivors' streams (abort.sh).
 # CHECK_GPU_PARTS picks parts (default: all of them, in this order):
-#   engine coll flat perf shared nodes onesided devapi abort shim python torch ecosystem sanitizer
+#   engine coll flat perf shared nodes onesided devapi abort hang shim python torch ecosystem sanitizer
 # PYTHON names the interpreter for the Python part (default: the first of
 # /usr/bin/python3 and python3 that has mpi4py and pytest).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,7 +40,7 @@ step() {
     r=$?
     if [ $r -ne 0 ] && [ $r -ne 77 ]; then echo "##### FAILED ($r): $*"; status=1; fi
 }
-parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi abort shim python torch ecosystem sanitizer}
+parts=${CHECK_GPU_PARTS:-engine coll flat perf shared nodes onesided devapi abort hang shim python torch ecosystem sanitizer}
 want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 mpi="$here/../mpi/run-mpi.sh"
 # Whether the UCX that mpccl loads moves CUDA memory ($1: a UCX lib/ folder
@@ -198,6 +198,10 @@ fi
 if want abort; then
     step sh "$here/abort.sh"
     [ "$ngpu" -ge 2 ] && step env CUDA_VISIBLE_DEVICES=0 ABORT_SCENARIOS="killbefore hang shrink" sh "$here/abort.sh"
+fi
+# hang reports and check mode, 2-4 processes on one GPU
+if want hang; then
+    step env CUDA_VISIBLE_DEVICES=0 sh "$here/hang.sh"
 fi
 # the MPI shim on device buffers
 if want shim && [ -x "$top_builddir/test/shim/test_shim" ]; then
