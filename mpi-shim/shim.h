@@ -45,6 +45,7 @@ typedef struct {
     int net;               /* MPCCL_SHIM_NET: messages between hosts, SHIM_NET_AUTO / _UCX / _MPI */
     int net_direct;        /* MPCCL_SHIM_NET_DIRECT: 1 auto (UCX reads GPU memory itself when it can), 0 never */
     size_t net_chunk;      /* MPCCL_SHIM_NET_CHUNK: pipeline chunk through pinned host memory */
+    size_t net_key_inline; /* MPCCL_SHIM_NET_KEY_INLINE: largest UCX remote key carried in the envelope */
     uint64_t colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */
     int log_level;         /* MPCCL_DEBUG / NCCL_DEBUG: 0 none, 1 warn, 2 info, 3 trace */
     int log_shim;          /* SHIM selected by MPCCL_DEBUG_SUBSYS */

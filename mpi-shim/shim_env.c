@@ -133,6 +133,12 @@ static void settings_read(void)
             SHIM_WARN("MPCCL_SHIM_NET_CHUNK=%s is not a size from 4k to 1g (e.g. 4m); using 4m", v);
         else settings.net_chunk = (size_t)n;
     }
+    settings.net_key_inline = 112; /* SHIM_ENV_RKEY_INLINE */
+    if ((v = env2("MPCCL_SHIM_NET_KEY_INLINE", NULL))) {
+        long long n = parse_size(v);
+        if (n < 0 || n > 112) SHIM_WARN("MPCCL_SHIM_NET_KEY_INLINE=%s is not a size from 0 to 112; using 112", v);
+        else settings.net_key_inline = (size_t)n;
+    }
     if ((v = env2("MPCCL_SHIM_COLLS", NULL))) {
         settings.colls = parse_colls(v, &bad);
         if (bad) {

@@ -25,12 +25,13 @@
 /* SHIM_ENV_UCX: another host, through UCX (shim_ucx.c).  Its fields:
  * base the remote address, rkey_bytes the packed remote key's size (in
  * rkey[] when it fits, else a message of its own on the private
- * communicator, tag + 1, sent before the envelope), flags SHIM_UCX_GET (the
+ * communicator, tag + 1, sent before the envelope: flag SHIM_UCX_KEY_AHEAD),
+ * flags' mode (& SHIM_UCX_MODE) SHIM_UCX_GET (the
  * receiver reads base with ucp_get_nbx) or SHIM_UCX_STREAM (the sender's UCX
  * cannot read its buffer: on the answer SHIM_ANS_GO it sends it as UCX tag
  * messages of offset bytes each, staged through pinned host memory). */
 enum { SHIM_ENV_IPC = 1, SHIM_ENV_PUSH = 2, SHIM_ENV_UCX = 3 };
-enum { SHIM_UCX_GET = 1, SHIM_UCX_STREAM = 2 };
+enum { SHIM_UCX_GET = 1, SHIM_UCX_STREAM = 2, SHIM_UCX_MODE = 0xff, SHIM_UCX_KEY_AHEAD = 0x100 };
 #define SHIM_ENV_RKEY_INLINE 112
 typedef struct {
     uint64_t magic;

@@ -381,10 +381,13 @@ int mpccl_shim_ucx_send_prepare(shim_op_t *op)
     e->base = (uint64_t)(uintptr_t)op->buf;
     e->offset = 0;
     e->device = (int32_t)packed_len;
-    if (packed_len <= SHIM_ENV_RKEY_INLINE) memcpy(e->rkey, packed, packed_len);
+    if (packed_len <= s->net_key_inline) memcpy(e->rkey, packed, packed_len);
     /* Too big for the envelope: it goes ahead, small enough to travel
      * eagerly, on the private communicator. */
-    else rc = PMPI_Send(packed, (int)packed_len, MPI_BYTE, op->peer_world, (int)e->tag + 1, mpccl_shim_private_comm());
+    else {
+        e->reserved0 |= SHIM_UCX_KEY_AHEAD;
+        rc = PMPI_Send(packed, (int)packed_len, MPI_BYTE, op->peer_world, (int)e->tag + 1, mpccl_shim_private_comm());
+    }
     ucp_rkey_buffer_release(packed);
     if (rc != MPI_SUCCESS) {
         xfer_free(x);
@@ -420,7 +423,7 @@ void mpccl_shim_ucx_send_answered(shim_op_t *op, MPI_Status *st)
     const shim_env_t *e = &op->env;
     if (st->MPI_ERROR == MPI_SUCCESS && (op->answer == SHIM_ANS_DONE || op->answer == SHIM_ANS_GO))
         mpccl_shim_count_p2p(1, SHIM_ROUTE_UCX);
-    if (st->MPI_ERROR == MPI_SUCCESS && op->answer == SHIM_ANS_GO && e->reserved0 == SHIM_UCX_STREAM) {
+    if (st->MPI_ERROR == MPI_SUCCESS && op->answer == SHIM_ANS_GO && (e->reserved0 & SHIM_UCX_MODE) == SHIM_UCX_STREAM) {
         xfer_t *x = xfer_new(SEND_STREAM, op->buf, e->bytes, e->offset, 1);
         pthread_mutex_lock(&ucx_lock);
         if (x) x->ep = ep_of(op->peer_world);
@@ -452,8 +455,8 @@ void mpccl_shim_ucx_send_answered(shim_op_t *op, MPI_Status *st)
 void mpccl_shim_ucx_refuse(const shim_env_t *e)
 {
     /* a remote key too big for the envelope came ahead of it: take it */
-    size_t n = e->reserved0 == SHIM_UCX_GET ? (size_t)e->device : 0;
-    if (n <= SHIM_ENV_RKEY_INLINE) return;
+    size_t n = (e->reserved0 & SHIM_UCX_MODE) == SHIM_UCX_GET ? (size_t)e->device : 0;
+    if (!(e->reserved0 & SHIM_UCX_KEY_AHEAD)) return;
     void *rk = malloc(n);
     if (rk)
         PMPI_Recv(rk, (int)n, MPI_BYTE, (int)e->sender, (int)e->tag + 1, mpccl_shim_private_comm(),
@@ -481,14 +484,14 @@ static int recv_poll(shim_op_t *op)
 void mpccl_shim_ucx_recv(shim_op_t *op, void *dst, int staged)
 {
     const shim_env_t *e = &op->env;
-    int get = e->reserved0 == SHIM_UCX_GET, rc = MPI_SUCCESS;
+    int get = (e->reserved0 & SHIM_UCX_MODE) == SHIM_UCX_GET, rc = MPI_SUCCESS;
     size_t rklen = get ? (size_t)e->device : 0;
     unsigned char *rk = NULL;
     staged = staged && !reaches_memory(dst);
     xfer_t *x = xfer_new(get ? RECV_GET : RECV_STREAM, dst, e->bytes,
                          get ? mpccl_shim_settings()->net_chunk : e->offset, staged);
     /* The remote key that did not fit in the envelope came ahead of it. */
-    if (rklen > SHIM_ENV_RKEY_INLINE) {
+    if (e->reserved0 & SHIM_UCX_KEY_AHEAD) {
         rk = malloc(rklen);
         rc = rk ? PMPI_Recv(rk, (int)rklen, MPI_BYTE, (int)e->sender, (int)e->tag + 1, mpccl_shim_private_comm(),
                             MPI_STATUS_IGNORE)
