@@ -38,6 +38,43 @@ static int *addr_len, *addr_off;
 static ucp_ep_h *eps;
 static _Atomic int *ep_failed;
 
+/* ---- registrations of GPU allocations, kept ----
+ * Registering GPU memory (with a NIC, or for CUDA IPC) costs far more than a
+ * message, so the sender keeps the registration and packed key of each
+ * device allocation it sent from, whole; CUDA's buffer id tells a freed and
+ * reallocated address from the old allocation.  Entries in use by a transfer
+ * stay; when all are, the message registers its own bytes. */
+#define REGS 16
+typedef struct reg {
+    uint64_t base, size, buffer_id;
+    ucp_mem_h memh;
+    void *packed;
+    size_t packed_len;
+    int users;
+    unsigned long used;
+} reg_t;
+static reg_t regs[REGS];
+static unsigned long reg_clock;
+
+/* ucx_lock held. */
+static ucs_status_t map(void *p, size_t bytes, ucp_mem_h *memh)
+{
+    ucp_mem_map_params_t mp;
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = p;
+    mp.length = bytes;
+    return ucp_mem_map(context, &mp, memh);
+}
+
+static void reg_drop(reg_t *r)
+{
+    if (r->packed) ucp_rkey_buffer_release(r->packed);
+    if (r->memh) ucp_mem_unmap(context, r->memh);
+    memset(r, 0, sizeof(*r));
+}
+
+
 /* ---- setup ---- */
 
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -126,6 +163,8 @@ void mpccl_shim_ucx_init(MPI_Comm private, int world_size, int any_remote)
 void mpccl_shim_ucx_fini(void)
 {
     pthread_mutex_lock(&ucx_lock);
+    for (int i = 0; context && i < REGS; i++)
+        if (regs[i].memh) reg_drop(&regs[i]);
     for (int r = 0; eps && r < nranks; r++) {
         if (eps[r] == NULL) continue;
         ucp_request_param_t prm;
@@ -210,6 +249,42 @@ static int reaches_memory(const void *p)
     return cuda_memory && mpccl_shim_alloc_of(p, &a);
 }
 
+/* The registration of allocation a, taken (users + 1); NULL when none can be
+ * kept.  ucx_lock held. */
+static reg_t *reg_get(const shim_alloc_t *a)
+{
+    reg_t *free_slot = NULL;
+    for (int i = 0; i < REGS; i++) {
+        reg_t *r = &regs[i];
+        if (r->memh && r->base == a->base && r->size == a->size && r->buffer_id == a->buffer_id) {
+            r->users++;
+            r->used = ++reg_clock;
+            return r;
+        }
+        /* the same address freed and allocated again: the old one is stale */
+        if (r->memh && r->users == 0 && r->base == a->base) reg_drop(r);
+        if (r->users == 0 && (free_slot == NULL || (free_slot->memh && (!r->memh || r->used < free_slot->used))))
+            free_slot = r;
+    }
+    if (free_slot == NULL) return NULL;
+    if (free_slot->memh) reg_drop(free_slot);
+    if (map((void *)(uintptr_t)a->base, a->size, &free_slot->memh) != UCS_OK) {
+        free_slot->memh = NULL;
+        return NULL;
+    }
+    if (ucp_rkey_pack(context, free_slot->memh, &free_slot->packed, &free_slot->packed_len) != UCS_OK) {
+        free_slot->packed = NULL;
+        reg_drop(free_slot);
+        return NULL;
+    }
+    free_slot->base = a->base;
+    free_slot->size = a->size;
+    free_slot->buffer_id = a->buffer_id;
+    free_slot->users = 1;
+    free_slot->used = ++reg_clock;
+    return free_slot;
+}
+
 /* ---- one transfer: chunks through at most two buffers in flight ---- */
 
 enum { SEND_STREAM = 1, RECV_GET, RECV_STREAM };
@@ -228,7 +303,8 @@ typedef struct {
     ucp_rkey_h rkey;
     uint64_t remote;
     ucp_tag_t tag;      /* of chunk 0; chunk i has tag + i */
-    ucp_mem_h memh;     /* sender, GET: its registered buffer */
+    ucp_mem_h memh;     /* sender, GET: its buffer registered for this message */
+    reg_t *reg;         /* or its allocation's cached registration */
 } xfer_t;
 
 /* The UCX tag of a transfer's chunks: sender, transfer tag, chunk. */
@@ -264,6 +340,7 @@ static void xfer_free(xfer_t *x)
         }
     if (x->rkey) ucp_rkey_destroy(x->rkey);
     if (x->memh) ucp_mem_unmap(context, x->memh);
+    if (x->reg) x->reg->users--;
     pthread_mutex_unlock(&ucx_lock);
     for (int s = 0; s < 2; s++)
         if (x->slot[s]) mpccl_shim_bounce_put(x->slot[s]);
@@ -359,21 +436,22 @@ int mpccl_shim_ucx_send_prepare(shim_op_t *op)
     }
     xfer_t *x = xfer_new(0, op->buf, e->bytes, e->bytes, 0);
     if (x == NULL) return MPI_ERR_NO_MEM;
-    ucp_mem_map_params_t mp;
     void *packed = NULL;
     size_t packed_len = 0;
-    memset(&mp, 0, sizeof(mp));
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = op->buf;
-    mp.length = e->bytes;
+    ucs_status_t st = UCS_OK;
+    shim_alloc_t a;
     pthread_mutex_lock(&ucx_lock);
-    ucs_status_t st = ucp_mem_map(context, &mp, &x->memh);
-    if (st == UCS_OK) st = ucp_rkey_pack(context, x->memh, &packed, &packed_len);
+    if (!s->host_mode && mpccl_shim_alloc_of(op->buf, &a) && (x->reg = reg_get(&a)) != NULL) {
+        packed = x->reg->packed;
+        packed_len = x->reg->packed_len;
+    } else if ((st = map(op->buf, e->bytes, &x->memh)) == UCS_OK) {
+        st = ucp_rkey_pack(context, x->memh, &packed, &packed_len);
+    }
     pthread_mutex_unlock(&ucx_lock);
     if (st != UCS_OK || packed_len == 0 || packed_len > (1u << 20)) {
         SHIM_WARN("%s: registering %zu bytes with UCX failed (%s): sent staged instead", op->what, (size_t)e->bytes,
                   ucs_status_string(st));
-        if (packed) ucp_rkey_buffer_release(packed);
+        if (packed && x->reg == NULL) ucp_rkey_buffer_release(packed);
         xfer_free(x);
         return MPI_ERR_OTHER;
     }
@@ -388,7 +466,7 @@ int mpccl_shim_ucx_send_prepare(shim_op_t *op)
         e->reserved0 |= SHIM_UCX_KEY_AHEAD;
         rc = PMPI_Send(packed, (int)packed_len, MPI_BYTE, op->peer_world, (int)e->tag + 1, mpccl_shim_private_comm());
     }
-    ucp_rkey_buffer_release(packed);
+    if (x->reg == NULL) ucp_rkey_buffer_release(packed);
     if (rc != MPI_SUCCESS) {
         xfer_free(x);
         return rc;
