@@ -124,7 +124,8 @@ static void settings_read(void)
     settings.net_direct = 1;
     if ((v = env2("MPCCL_SHIM_NET_DIRECT", NULL))) {
         if (!strcmp(v, "0")) settings.net_direct = 0;
-        else if (strcasecmp(v, "auto")) SHIM_WARN("MPCCL_SHIM_NET_DIRECT=%s is not auto or 0; using auto", v);
+        else if (!strcmp(v, "1")) settings.net_direct = 2;
+        else if (strcasecmp(v, "auto")) SHIM_WARN("MPCCL_SHIM_NET_DIRECT=%s is not auto, 1 or 0; using auto", v);
     }
     settings.net_chunk = 4u << 20;
     if ((v = env2("MPCCL_SHIM_NET_CHUNK", NULL))) {

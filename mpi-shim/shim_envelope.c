@@ -36,6 +36,7 @@ int mpccl_shim_env_parse(const void *p, size_t bytes, shim_env_t *out)
     memcpy(&e, p, sizeof(e)); /* p may be unaligned (a user's buffer) */
     if (e.magic != SHIM_ENV_MAGIC || e.check != env_hash(&e)) return 0;
     if (e.kind != SHIM_ENV_IPC && e.kind != SHIM_ENV_PUSH && e.kind != SHIM_ENV_UCX) return 0;
+    if (e.tag == 0 || (e.tag & 1) || e.tag >= 0x7fffffffu) return 0;
     if (e.kind == SHIM_ENV_UCX) {
         /* rkey_bytes, flags and the chunk size are checked here; the key
          * itself by UCX when it is unpacked */
@@ -50,7 +51,6 @@ int mpccl_shim_env_parse(const void *p, size_t bytes, shim_env_t *out)
         *out = e;
         return 1;
     }
-    if (e.tag == 0 || (e.tag & 1) || e.tag >= 0x7fffffffu) return 0;
     if (e.offset > e.bytes + e.offset) return 0; /* wraps */
     *out = e;
     return 1;

@@ -7,7 +7,7 @@
  * envelope through MPI (MPI matches it), of kind SHIM_ENV_UCX:
  *
  *  - GET: the sender's UCX can read its buffer (host memory, or GPU memory
- *    when this UCX handles CUDA): the envelope carries the buffer's address
+ *    when a NIC of this UCX registers it, MPCCL_SHIM_NET_DIRECT): the envelope carries the buffer's address
  *    and packed remote key, the receiver reads it with ucp_get_nbx, straight
  *    into its own buffer when its UCX can write there, else chunk by chunk
  *    through two pinned host buffers (each chunk copied to the device while
@@ -25,13 +25,15 @@
 #include <string.h>
 
 #include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
 
 #include "shim_p2p.h"
 
 static pthread_mutex_t ucx_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucp_context_h context;
 static ucp_worker_h worker;
-static int cuda_memory; /* this UCX moves CUDA memory itself */
+static int cuda_memory; /* this UCX handles CUDA memory (cuda_copy at least) */
+static int gdr_nic;     /* and a network device of it registers GPU memory */
 static int nranks;
 static unsigned char *addr_all; /* every rank's worker address, back to back */
 static int *addr_len, *addr_off;
@@ -85,6 +87,46 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
     SHIM_WARN("UCX connection to rank %d of MPI_COMM_WORLD failed: %s", r, ucs_status_string(status));
 }
 
+/* Does a network device of this UCX register GPU memory (GPUDirect RDMA:
+ * an "ib" memory domain that takes CUDA memory)?  UCX handling CUDA memory
+ * alone (cuda_copy) says nothing of whether a peer on another host can read
+ * it. */
+static int find_gdr_nic(void)
+{
+    uct_component_h *comps = NULL;
+    unsigned ncomps = 0;
+    int found = 0;
+    if (uct_query_components(&comps, &ncomps) != UCS_OK) return 0;
+    for (unsigned c = 0; c < ncomps && !found; c++) {
+        uct_component_attr_t attr;
+        memset(&attr, 0, sizeof(attr));
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        if (uct_component_query(comps[c], &attr) != UCS_OK || strcmp(attr.name, "ib") != 0 ||
+            attr.md_resource_count == 0)
+            continue;
+        uct_md_resource_desc_t *mds = calloc(attr.md_resource_count, sizeof(*mds));
+        if (mds == NULL) continue;
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        attr.md_resources = mds;
+        for (unsigned m = 0; uct_component_query(comps[c], &attr) == UCS_OK && m < attr.md_resource_count && !found;
+             m++) {
+            uct_md_config_t *cfg = NULL;
+            uct_md_h md = NULL;
+            uct_md_attr_t mattr;
+            if (uct_md_config_read(comps[c], NULL, NULL, &cfg) != UCS_OK) continue;
+            ucs_status_t st = uct_md_open(comps[c], mds[m].md_name, cfg, &md);
+            uct_config_release(cfg);
+            if (st != UCS_OK) continue;
+            memset(&mattr, 0, sizeof(mattr));
+            found = uct_md_query(md, &mattr) == UCS_OK && (mattr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA));
+            uct_md_close(md);
+        }
+        free(mds);
+    }
+    uct_release_component_list(comps);
+    return found;
+}
+
 /* The context and worker; 0 when this UCX cannot give them. */
 static int local_setup(void)
 {
@@ -116,6 +158,7 @@ static int local_setup(void)
     attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
     cuda_memory = ucp_context_query(context, &attr) == UCS_OK &&
                   (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    gdr_nic = cuda_memory && find_gdr_nic();
     return 1;
 }
 
@@ -157,7 +200,9 @@ void mpccl_shim_ucx_init(MPI_Comm private, int world_size, int any_remote)
     }
     nranks = world_size;
     SHIM_INFO("messages between hosts go through UCX (GPU memory %s)",
-              cuda_memory && s->net_direct ? "read and written by UCX directly" : "staged through pinned host memory");
+              s->host_mode                                       ? "stood for by host memory, read directly"
+              : cuda_memory && s->net_direct && (gdr_nic || s->net_direct == 2) ? "read and written by UCX directly"
+                                                                 : "staged through pinned host memory");
 }
 
 void mpccl_shim_ucx_fini(void)
@@ -239,14 +284,16 @@ static ucp_ep_h ep_of(int r)
 }
 
 /* Can this process's UCX read or write p (a buffer the shim calls device
- * memory) itself? */
+ * memory) itself, for a peer on another host?  MPCCL_SHIM_NET_DIRECT: auto
+ * where a NIC registers GPU memory, 1 wherever UCX handles CUDA memory (a
+ * peer on the same machine under another host id: cuda_ipc), 0 never. */
 static int reaches_memory(const void *p)
 {
     const shim_settings_t *s = mpccl_shim_settings();
     shim_alloc_t a;
     if (!s->net_direct) return 0;
     if (s->host_mode) return 1; /* host memory standing for device memory */
-    return cuda_memory && mpccl_shim_alloc_of(p, &a);
+    return cuda_memory && (gdr_nic || s->net_direct == 2) && mpccl_shim_alloc_of(p, &a);
 }
 
 /* The registration of allocation a, taken (users + 1); NULL when none can be
@@ -302,7 +349,7 @@ typedef struct {
     ucp_ep_h ep;
     ucp_rkey_h rkey;
     uint64_t remote;
-    ucp_tag_t tag;      /* of chunk 0; chunk i has tag + i */
+    ucp_tag_t tag;      /* of chunk 0; chunk i has tag | (i mod 2^16): two in flight */
     ucp_mem_h memh;     /* sender, GET: its buffer registered for this message */
     reg_t *reg;         /* or its allocation's cached registration */
 } xfer_t;
@@ -359,11 +406,11 @@ static void issue(xfer_t *x, size_t i, int s)
         /* A failed copy is reported here; the chunk still goes, so the
          * receiver is not left waiting for it. */
         if (x->staged && mpccl_shim_copy(local, x->user + off, len) != MPI_SUCCESS) x->failed = MPI_ERR_OTHER;
-        q = ucp_tag_send_nbx(x->ep, local, len, x->tag + i, &prm);
+        q = ucp_tag_send_nbx(x->ep, local, len, x->tag | (i & 0xffff), &prm);
     } else if (x->role == RECV_GET) {
         q = ucp_get_nbx(x->ep, local, len, x->remote + off, x->rkey, &prm);
     } else {
-        q = ucp_tag_recv_nbx(worker, local, len, x->tag + i, (ucp_tag_t)-1, &prm);
+        q = ucp_tag_recv_nbx(worker, local, len, x->tag | (i & 0xffff), (ucp_tag_t)-1, &prm);
     }
     if (UCS_PTR_IS_ERR(q)) {
         SHIM_WARN("UCX %s of chunk %zu (%zu bytes) failed: %s",

@@ -222,8 +222,8 @@ static mpccl_setting_t settings[] = {
      "warning when it is not), mpi (a host copy through MPI)",
      NULL, NULL},
     {"SHIM_NET_DIRECT", NULL, "auto",
-     "shim: auto: UCX reads and writes GPU buffers itself where it handles CUDA memory; 0: always through pinned host "
-     "memory, in chunks",
+     "shim: auto: UCX reads and writes GPU buffers itself where a network device of it registers GPU memory; 1: "
+     "wherever UCX handles CUDA memory; 0: always through pinned host memory, in chunks",
      NULL, NULL},
     {"SHIM_NET_KEY_INLINE", NULL, "112",
      "shim: the largest UCX remote key (bytes, at most 112) carried in a message's envelope; a larger one travels "
