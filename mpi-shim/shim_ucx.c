@@ -39,6 +39,7 @@ static unsigned char *addr_all; /* every rank's worker address, back to back */
 static int *addr_len, *addr_off;
 static ucp_ep_h *eps;
 static _Atomic int *ep_failed;
+static MPI_Comm attempted = MPI_COMM_NULL; /* the private communicator, when every rank set up */
 
 /* ---- registrations of GPU allocations, kept ----
  * Registering GPU memory (with a NIC, or for CUDA IPC) costs far more than a
@@ -162,6 +163,8 @@ static int local_setup(void)
     return 1;
 }
 
+static void teardown(void);
+
 void mpccl_shim_ucx_init(MPI_Comm private, int world_size, int any_remote)
 {
     const shim_settings_t *s = mpccl_shim_settings();
@@ -170,6 +173,7 @@ void mpccl_shim_ucx_init(MPI_Comm private, int world_size, int any_remote)
     /* Every rank decides alike (same settings, same view of the hosts), so
      * every rank takes part in the exchange below or none does. */
     if (s->net == SHIM_NET_MPI || !any_remote || world_size <= 0) return;
+    attempted = private;
     int ok = local_setup();
     if (ok && ucp_worker_get_address(worker, &mine, &mine_len) != UCS_OK) ok = 0;
     int len = ok && mine_len < (1u << 20) ? (int)mine_len : 0;
@@ -195,7 +199,7 @@ void mpccl_shim_ucx_init(MPI_Comm private, int world_size, int any_remote)
             SHIM_WARN("UCX for messages between hosts is not usable on rank %d (MPCCL_SHIM_NET=%s): they go through "
                       "MPI",
                       mpccl_shim_my_world_rank(), s->net == SHIM_NET_UCX ? "ucx" : "auto");
-        mpccl_shim_ucx_fini();
+        teardown();
         return;
     }
     nranks = world_size;
@@ -205,7 +209,7 @@ void mpccl_shim_ucx_init(MPI_Comm private, int world_size, int any_remote)
                                                                  : "staged through pinned host memory");
 }
 
-void mpccl_shim_ucx_fini(void)
+static void teardown(void)
 {
     pthread_mutex_lock(&ucx_lock);
     for (int i = 0; context && i < REGS; i++)
@@ -214,12 +218,16 @@ void mpccl_shim_ucx_fini(void)
         if (eps[r] == NULL) continue;
         ucp_request_param_t prm;
         memset(&prm, 0, sizeof(prm));
-        prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        prm.flags = UCP_EP_CLOSE_FLAG_FORCE; /* every transfer is over: nothing to flush */
+        /* flushed (a forced close suits only endpoints with failure
+         * detection), but not waited for long: a peer may be gone */
         ucs_status_ptr_t q = ucp_ep_close_nbx(eps[r], &prm);
-        for (int i = 0; UCS_PTR_IS_PTR(q) && i < 1000000 && ucp_request_check_status(q) == UCS_INPROGRESS; i++)
+        double t0 = PMPI_Wtime();
+        while (UCS_PTR_IS_PTR(q) && ucp_request_check_status(q) == UCS_INPROGRESS && PMPI_Wtime() - t0 < 2.0)
             ucp_worker_progress(worker);
-        if (UCS_PTR_IS_PTR(q)) ucp_request_free(q);
+        if (UCS_PTR_IS_PTR(q)) {
+            if (ucp_request_check_status(q) == UCS_INPROGRESS) ucp_request_cancel(worker, q);
+            ucp_request_free(q);
+        }
     }
     if (worker) ucp_worker_destroy(worker);
     if (context) ucp_cleanup(context);
@@ -236,6 +244,17 @@ void mpccl_shim_ucx_fini(void)
     addr_len = addr_off = NULL;
     nranks = 0;
     pthread_mutex_unlock(&ucx_lock);
+}
+
+
+void mpccl_shim_ucx_fini(void)
+{
+    /* Every rank took part in the setup or none did (mpccl_shim_ucx_init):
+     * once all have drained their transfers, nothing is in flight to or from
+     * anyone, and the endpoints close on quiet wires. */
+    if (attempted != MPI_COMM_NULL) PMPI_Barrier(attempted);
+    attempted = MPI_COMM_NULL;
+    teardown();
 }
 
 int mpccl_shim_ucx_reaches(int r)
