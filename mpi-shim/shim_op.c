@@ -203,7 +203,9 @@ void mpccl_shim_backoff_init(shim_backoff_t *b)
 int mpccl_shim_peer_dead(int world_rank, const char *what)
 {
     int pid = mpccl_shim_peer_pid(world_rank);
-    if (mpccl_shim_ucx_peer_failed(world_rank)) {
+    if (world_rank >= 0 && pid > 0 && mpccl_shim_peer_host(world_rank) != mpccl_shim_hostid()) {
+        /* another host: what UCX says of it (shim_ucx.c) */
+        if (!mpccl_shim_ucx_peer_failed(world_rank)) return 0;
         SHIM_WARN("%s: rank %d of MPI_COMM_WORLD (pid %d on another host) is unreachable through UCX",
                   what ? what : "point-to-point", world_rank, pid);
         return 1;

@@ -206,7 +206,9 @@ void mpccl_shim_ucx_recv(shim_op_t *op, void *dst, int staged);
 /* Receiver: an envelope of kind SHIM_ENV_UCX refused (truncation): takes
  * what came with it. */
 void mpccl_shim_ucx_refuse(const shim_env_t *e);
-/* Has UCX reported this world rank's endpoint failed (the peer died)? */
+/* Has UCX reported this world rank's endpoint failed (the peer died)?
+ * Asked while a transfer waits for a peer on another host: it makes the
+ * endpoint first, so that UCX watches the peer. */
 int mpccl_shim_ucx_peer_failed(int world_rank);
 /* Progresses the worker; how many events it handled. */
 int mpccl_shim_ucx_progress(void);

@@ -136,6 +136,9 @@ static int local_setup(void)
     ucp_worker_params_t wp;
     ucp_context_attr_t attr;
     if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) return 0;
+    /* a peer that dies is noticed within about a second (unless the user
+     * chose otherwise) */
+    if (getenv("UCX_KEEPALIVE_INTERVAL") == NULL) (void)ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", "1s");
     memset(&p, 0, sizeof(p));
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
     p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
@@ -164,6 +167,7 @@ static int local_setup(void)
 }
 
 static void teardown(void);
+static ucp_ep_h ep_of(int r);
 
 void mpccl_shim_ucx_init(MPI_Comm private, int world_size, int any_remote)
 {
@@ -264,7 +268,15 @@ int mpccl_shim_ucx_reaches(int r)
 
 int mpccl_shim_ucx_peer_failed(int r)
 {
-    return ep_failed && r >= 0 && r < nranks && ep_failed[r];
+    if (!mpccl_shim_ucx_reaches(r)) return ep_failed && r >= 0 && r < nranks && ep_failed[r];
+    /* A transfer waits for this peer: an endpoint to it lets UCX notice its
+     * death (failed connection, keepalive), even before any byte moved. */
+    if (eps[r] == NULL) {
+        pthread_mutex_lock(&ucx_lock);
+        (void)ep_of(r);
+        pthread_mutex_unlock(&ucx_lock);
+    }
+    return 0;
 }
 
 int mpccl_shim_ucx_progress(void)
@@ -296,8 +308,11 @@ static ucp_ep_h ep_of(int r)
         st = ucp_ep_create(worker, &p, &eps[r]);
     }
     if (st != UCS_OK) {
+        /* (a peer that died leaves nothing to connect to: this is how its
+         * death shows before any byte moved) */
         SHIM_WARN("UCX connection to rank %d of MPI_COMM_WORLD could not be made: %s", r, ucs_status_string(st));
         eps[r] = NULL;
+        ep_failed[r] = 1;
     }
     return eps[r];
 }

@@ -20,7 +20,8 @@
 #      ranks, MPCCL_SHIM_HOST=1): test_shim_p2p at np 2-4 through the shim's
 #      UCX (read directly, and streamed through pinned memory) and through MPI
 #      (MPCCL_SHIM_NET=mpi); test_shim_net: messages of 1 KB to 17 MB, every
-#      byte checked, and the UCX route taken (--expect ucx)
+#      byte checked, and the UCX route taken (--expect ucx); the dead peer
+#      test between the two hosts
 # Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
@@ -131,14 +132,20 @@ run 2 MPCCL_SHIM_HOST=1 MPCCL_SHIM_NET=mpi -- sh -c "$hostid_wrap" sh "$net" --e
 # (an envelope waiting for its answer) or MPI_Recv must fail within 5 s.  Open
 # MPI's --enable-recovery keeps the survivor running; the program's own line
 # says PASS (mpirun's exit code reports the killed rank).
-for mode in send recv; do
-    echo "=== np 2: dead peer during MPI_${mode}"
-    # shellcheck disable=SC2086
-    $timeout_cmd "$mpirun" -np 2 --oversubscribe --bind-to none --enable-recovery --mca btl ^openib \
-        --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$preload" -x MPCCL_SHIM_HOST=1 \
-        "$top_builddir/test/shim/test_shim_deadpeer" $mode >"$log" 2>&1
-    cat "$log"
-    grep -q "deadpeer: PASS" "$log" || { echo "FAIL: the survivor did not get its error in time"; status=1; }
+# Then the same between two simulated hosts: UCX names the dead peer (its
+# endpoint cannot be made).
+for hosts in 1 2; do
+    for mode in send recv; do
+        echo "=== np 2, $hosts host(s): dead peer during MPI_${mode}"
+        wrap=
+        [ $hosts = 2 ] && wrap=yes
+        # shellcheck disable=SC2086
+        $timeout_cmd "$mpirun" -np 2 --oversubscribe --bind-to none --enable-recovery --mca btl ^openib \
+            --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$preload" -x MPCCL_SHIM_HOST=1 \
+            ${wrap:+sh -c "$hostid_wrap" sh} "$top_builddir/test/shim/test_shim_deadpeer" $mode >"$log" 2>&1
+        cat "$log"
+        grep -q "deadpeer: PASS" "$log" || { echo "FAIL: the survivor did not get its error in time"; status=1; }
+    done
 done
 
 # Fortran: built here (configure does not look for a Fortran compiler)
