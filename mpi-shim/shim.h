@@ -43,7 +43,8 @@ typedef struct {
     int p2p;               /* MPCCL_SHIM_P2P: point-to-point on device buffers through the shim (-1: auto, undecided) */
     size_t eager_bytes;    /* MPCCL_SHIM_EAGER_BYTES: device messages up to this size go as staged copies */
     int net;               /* MPCCL_SHIM_NET: messages between hosts, SHIM_NET_AUTO / _UCX / _MPI */
-    int net_direct;        /* MPCCL_SHIM_NET_DIRECT: 1 auto (UCX reads GPU memory where a NIC registers it), 2 wherever UCX handles CUDA memory, 0 never */
+    int net_direct;        /* MPCCL_SHIM_NET_DIRECT: 1 auto (UCX reads GPU memory where a NIC registers it),
+                              2 wherever UCX handles CUDA memory, 0 never */
     size_t net_chunk;      /* MPCCL_SHIM_NET_CHUNK: pipeline chunk through pinned host memory */
     size_t net_key_inline; /* MPCCL_SHIM_NET_KEY_INLINE: largest UCX remote key carried in the envelope */
     uint64_t colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */

@@ -7,9 +7,10 @@
  * message on the user's source, tag and communicator that says where the
  * data is (a CUDA IPC handle; to another host, a UCX remote key).  The
  * receiver copies the data GPU to GPU (or pulls it over UCX) and answers on
- * the shim's private communicator; only then does the send complete.  Every receive in the process lands first where it can tell an
- * envelope from data (an envelope is exactly SHIM_ENV_BYTES long and carries
- * a magic word and a checksum). */
+ * the shim's private communicator; only then does the send complete.  Every
+ * receive in the process lands first where it can tell an envelope from data
+ * (an envelope is exactly SHIM_ENV_BYTES long and carries a magic word and a
+ * checksum). */
 #ifndef MPCCL_SHIM_P2P_H
 #define MPCCL_SHIM_P2P_H
 

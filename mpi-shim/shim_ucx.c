@@ -7,8 +7,9 @@
  * envelope through MPI (MPI matches it), of kind SHIM_ENV_UCX:
  *
  *  - GET: the sender's UCX can read its buffer (host memory, or GPU memory
- *    when a NIC of this UCX registers it, MPCCL_SHIM_NET_DIRECT): the envelope carries the buffer's address
- *    and packed remote key, the receiver reads it with ucp_get_nbx, straight
+ *    when a NIC of this UCX registers it, MPCCL_SHIM_NET_DIRECT): the
+ *    envelope carries the buffer's address and packed remote key, the
+ *    receiver reads it with ucp_get_nbx, straight
  *    into its own buffer when its UCX can write there, else chunk by chunk
  *    through two pinned host buffers (each chunk copied to the device while
  *    the next one travels), and answers DONE.
@@ -582,7 +583,8 @@ void mpccl_shim_ucx_send_answered(shim_op_t *op, MPI_Status *st)
     const shim_env_t *e = &op->env;
     if (st->MPI_ERROR == MPI_SUCCESS && (op->answer == SHIM_ANS_DONE || op->answer == SHIM_ANS_GO))
         mpccl_shim_count_p2p(1, SHIM_ROUTE_UCX);
-    if (st->MPI_ERROR == MPI_SUCCESS && op->answer == SHIM_ANS_GO && (e->reserved0 & SHIM_UCX_MODE) == SHIM_UCX_STREAM) {
+    if (st->MPI_ERROR == MPI_SUCCESS && op->answer == SHIM_ANS_GO &&
+        (e->reserved0 & SHIM_UCX_MODE) == SHIM_UCX_STREAM) {
         xfer_t *x = xfer_new(SEND_STREAM, op->buf, e->bytes, e->offset, 1);
         pthread_mutex_lock(&ucx_lock);
         if (x) x->ep = ep_of(op->peer_world);

@@ -178,7 +178,8 @@ static void test_pairs(void)
         int rc = MPI_Recv(r, (int)(n / 2), MPI_BYTE, peer, 13, c, &st);
         int cls = 0;
         MPI_Error_class(rc, &cls);
-        if (cls != MPI_ERR_TRUNCATE) FAIL("a receive of %zu bytes for %zu returned class %d, not MPI_ERR_TRUNCATE", n / 2, n, cls);
+        if (cls != MPI_ERR_TRUNCATE)
+            FAIL("a receive of %zu bytes for %zu returned class %d, not MPI_ERR_TRUNCATE", n / 2, n, cls);
     } else {
         MPI_OK(MPI_Send(s, (int)n, MPI_BYTE, peer, 13, c));
     }
