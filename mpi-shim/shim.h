@@ -29,7 +29,9 @@ _Static_assert(SHIM_NCOLLS <= 64, "MPCCL_SHIM_COLLS keeps one bit per collective
 const char *mpccl_shim_coll_name(shim_coll_t c);
 
 /* The routes a call can take (counted per collective). */
-typedef enum { SHIM_ROUTE_MPI = 0, SHIM_ROUTE_MPCCL, SHIM_ROUTE_STAGED, SHIM_NROUTES } shim_route_t;
+/* SHIM_ROUTE_UCX: point-to-point between hosts through the shim's own UCX
+ * worker (shim_ucx.c); collectives never take it. */
+typedef enum { SHIM_ROUTE_MPI = 0, SHIM_ROUTE_MPCCL, SHIM_ROUTE_STAGED, SHIM_ROUTE_UCX, SHIM_NROUTES } shim_route_t;
 
 /* ---- settings (shim_env.c), read once ---- */
 typedef struct {
@@ -40,10 +42,16 @@ typedef struct {
     int min_bytes_auto;    /* MPCCL_SHIM_MIN_BYTES=auto (default): measured per size class (shim_tune.c) */
     int p2p;               /* MPCCL_SHIM_P2P: point-to-point on device buffers through the shim (-1: auto, undecided) */
     size_t eager_bytes;    /* MPCCL_SHIM_EAGER_BYTES: device messages up to this size go as staged copies */
+    int net;               /* MPCCL_SHIM_NET: messages between hosts, SHIM_NET_AUTO / _UCX / _MPI */
+    int net_direct;        /* MPCCL_SHIM_NET_DIRECT: 1 auto (UCX reads GPU memory where a NIC registers it),
+                              2 wherever UCX handles CUDA memory, 0 never */
+    size_t net_chunk;      /* MPCCL_SHIM_NET_CHUNK: pipeline chunk through pinned host memory */
+    size_t net_key_inline; /* MPCCL_SHIM_NET_KEY_INLINE: largest UCX remote key carried in the envelope */
     uint64_t colls;        /* MPCCL_SHIM_COLLS as a bit per shim_coll_t */
     int log_level;         /* MPCCL_DEBUG / NCCL_DEBUG: 0 none, 1 warn, 2 info, 3 trace */
     int log_shim;          /* SHIM selected by MPCCL_DEBUG_SUBSYS */
 } shim_settings_t;
+enum { SHIM_NET_AUTO = 0, SHIM_NET_UCX, SHIM_NET_MPI };
 const shim_settings_t *mpccl_shim_settings(void);
 /* MPCCL_SHIM_P2P=auto (the default), decided once MPI is up: on unless the
  * MPI underneath is CUDA-aware. */

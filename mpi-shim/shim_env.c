@@ -115,6 +115,31 @@ static void settings_read(void)
         if (n < 0) SHIM_WARN("MPCCL_SHIM_EAGER_BYTES=%s is not a size (e.g. 1024, 64k); using 1024", v);
         else settings.eager_bytes = (size_t)n;
     }
+    settings.net = SHIM_NET_AUTO;
+    if ((v = env2("MPCCL_SHIM_NET", NULL))) {
+        if (!strcasecmp(v, "ucx")) settings.net = SHIM_NET_UCX;
+        else if (!strcasecmp(v, "mpi")) settings.net = SHIM_NET_MPI;
+        else if (strcasecmp(v, "auto")) SHIM_WARN("MPCCL_SHIM_NET=%s is not auto, ucx or mpi; using auto", v);
+    }
+    settings.net_direct = 1;
+    if ((v = env2("MPCCL_SHIM_NET_DIRECT", NULL))) {
+        if (!strcmp(v, "0")) settings.net_direct = 0;
+        else if (!strcmp(v, "1")) settings.net_direct = 2;
+        else if (strcasecmp(v, "auto")) SHIM_WARN("MPCCL_SHIM_NET_DIRECT=%s is not auto, 1 or 0; using auto", v);
+    }
+    settings.net_chunk = 4u << 20;
+    if ((v = env2("MPCCL_SHIM_NET_CHUNK", NULL))) {
+        long long n = parse_size(v);
+        if (n < 4096 || n > (1LL << 30))
+            SHIM_WARN("MPCCL_SHIM_NET_CHUNK=%s is not a size from 4k to 1g (e.g. 4m); using 4m", v);
+        else settings.net_chunk = (size_t)n;
+    }
+    settings.net_key_inline = 112; /* SHIM_ENV_RKEY_INLINE */
+    if ((v = env2("MPCCL_SHIM_NET_KEY_INLINE", NULL))) {
+        long long n = parse_size(v);
+        if (n < 0 || n > 112) SHIM_WARN("MPCCL_SHIM_NET_KEY_INLINE=%s is not a size from 0 to 112; using 112", v);
+        else settings.net_key_inline = (size_t)n;
+    }
     if ((v = env2("MPCCL_SHIM_COLLS", NULL))) {
         settings.colls = parse_colls(v, &bad);
         if (bad) {
@@ -196,7 +221,8 @@ void mpccl_shim_count(shim_coll_t c, shim_route_t r)
 }
 
 /* Point-to-point, counted per side: mpi (host buffer, unchanged), mpccl
- * (GPU to GPU through the envelope), staged (a host copy: eager, pushed). */
+ * (GPU to GPU through the envelope), staged (a host copy: eager, pushed),
+ * ucx (another host, through the shim's UCX worker). */
 static atomic_ullong p2p_counts[2][SHIM_NROUTES];
 
 void mpccl_shim_count_p2p(int send, shim_route_t r)
@@ -209,7 +235,7 @@ void mpccl_shim_count_p2p(int send, shim_route_t r)
  * -1 for an unknown name. */
 SHIM_EXPORT long long mpcclShimCount(const char *coll, const char *route)
 {
-    static const char *const routes[SHIM_NROUTES] = {"mpi", "mpccl", "staged"};
+    static const char *const routes[SHIM_NROUTES] = {"mpi", "mpccl", "staged", "ucx"};
     int side = !strcasecmp(coll, "send") ? 0 : !strcasecmp(coll, "recv") ? 1 : -1;
     for (int r = 0; r < SHIM_NROUTES && side >= 0; r++)
         if (!strcasecmp(route, routes[r])) return (long long)atomic_load(&p2p_counts[side][r]);
@@ -236,9 +262,11 @@ void mpccl_shim_summary(void)
     for (int side = 0; side < 2 && o < sizeof(line); side++) {
         unsigned long long m = atomic_load(&p2p_counts[side][SHIM_ROUTE_MPI]),
                            n = atomic_load(&p2p_counts[side][SHIM_ROUTE_MPCCL]),
-                           s = atomic_load(&p2p_counts[side][SHIM_ROUTE_STAGED]);
-        if (m + n + s == 0) continue;
+                           s = atomic_load(&p2p_counts[side][SHIM_ROUTE_STAGED]),
+                           u = atomic_load(&p2p_counts[side][SHIM_ROUTE_UCX]);
+        if (m + n + s + u == 0) continue;
         o += (size_t)snprintf(line + o, sizeof(line) - o, " %s=%llu/%llu/%llu", side ? "recv" : "send", n, s, m);
+        if (u) o += (size_t)snprintf(line + o, sizeof(line) - o, " %s_ucx=%llu", side ? "recv" : "send", u);
     }
     mpccl_shim_log(2, "summary (mpccl/staged/mpi):%s", o ? line : " no collective calls");
 }

@@ -35,8 +35,22 @@ int mpccl_shim_env_parse(const void *p, size_t bytes, shim_env_t *out)
     if (p == NULL || bytes != SHIM_ENV_BYTES) return 0;
     memcpy(&e, p, sizeof(e)); /* p may be unaligned (a user's buffer) */
     if (e.magic != SHIM_ENV_MAGIC || e.check != env_hash(&e)) return 0;
-    if (e.kind != SHIM_ENV_IPC && e.kind != SHIM_ENV_PUSH) return 0;
+    if (e.kind != SHIM_ENV_IPC && e.kind != SHIM_ENV_PUSH && e.kind != SHIM_ENV_UCX) return 0;
     if (e.tag == 0 || (e.tag & 1) || e.tag >= 0x7fffffffu) return 0;
+    if (e.kind == SHIM_ENV_UCX) {
+        /* rkey_bytes, flags and the chunk size are checked here; the key
+         * itself by UCX when it is unpacked */
+        uint32_t mode = e.reserved0 & SHIM_UCX_MODE;
+        if (e.reserved0 & ~(uint32_t)(SHIM_UCX_MODE | SHIM_UCX_KEY_AHEAD)) return 0;
+        if (mode != SHIM_UCX_GET && mode != SHIM_UCX_STREAM) return 0;
+        if (mode == SHIM_UCX_GET && (e.device <= 0 || e.device > (1 << 20))) return 0;
+        if (mode == SHIM_UCX_GET && !(e.reserved0 & SHIM_UCX_KEY_AHEAD) && e.device > SHIM_ENV_RKEY_INLINE) return 0;
+        if (mode == SHIM_UCX_STREAM && (e.device != 0 || (e.reserved0 & SHIM_UCX_KEY_AHEAD))) return 0;
+        if (mode == SHIM_UCX_STREAM && (e.offset == 0 || e.offset > (1u << 30))) return 0;
+        if (e.bytes == 0 || e.bytes > 0x7fffffffu) return 0;
+        *out = e;
+        return 1;
+    }
     if (e.offset > e.bytes + e.offset) return 0; /* wraps */
     *out = e;
     return 1;

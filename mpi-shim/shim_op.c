@@ -152,6 +152,8 @@ int mpccl_shim_progress(void)
     if (atomic_load(&nactive) == 0) return 0;
     /* One thread progresses at a time; the others go on waiting. */
     if (pthread_mutex_trylock(&ops_lock) != 0) return 0;
+    /* UCX transfers (and peers reading our memory) move on our progress */
+    finished += mpccl_shim_ucx_progress();
     for (shim_op_t *op = active, *next; op; op = next) {
         next = op->next;
         if (op->poll && op->ireq == MPI_REQUEST_NULL) {
@@ -201,6 +203,13 @@ void mpccl_shim_backoff_init(shim_backoff_t *b)
 int mpccl_shim_peer_dead(int world_rank, const char *what)
 {
     int pid = mpccl_shim_peer_pid(world_rank);
+    if (world_rank >= 0 && pid > 0 && mpccl_shim_peer_host(world_rank) != mpccl_shim_hostid()) {
+        /* another host: what UCX says of it (shim_ucx.c) */
+        if (!mpccl_shim_ucx_peer_failed(world_rank)) return 0;
+        SHIM_WARN("%s: rank %d of MPI_COMM_WORLD (pid %d on another host) is unreachable through UCX",
+                  what ? what : "point-to-point", world_rank, pid);
+        return 1;
+    }
     if (world_rank < 0 || pid <= 0 || mpccl_shim_peer_host(world_rank) != mpccl_shim_hostid()) return 0;
     if (kill(pid, 0) == 0 || errno != ESRCH) return 0;
     SHIM_WARN("%s: rank %d of MPI_COMM_WORLD (pid %d on this host) died before the transfer finished",
@@ -290,5 +299,6 @@ void mpccl_shim_p2p_fini(void)
     }
     mpccl_shim_stash_fini();
     mpccl_shim_ipc_fini();
+    mpccl_shim_ucx_fini();
     mpccl_shim_world_fini();
 }

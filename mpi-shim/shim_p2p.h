@@ -5,11 +5,12 @@
  * plain MPI message from a host copy ("eager": small, non-contiguous, or no
  * way to reach the sender's memory), or as an envelope: a fixed-size MPI
  * message on the user's source, tag and communicator that says where the
- * data is (a CUDA IPC handle).  The receiver copies the data GPU to GPU and
- * answers on the shim's private communicator; only then does the send
- * complete.  Every receive in the process lands first where it can tell an
- * envelope from data (an envelope is exactly SHIM_ENV_BYTES long and carries
- * a magic word and a checksum). */
+ * data is (a CUDA IPC handle; to another host, a UCX remote key).  The
+ * receiver copies the data GPU to GPU (or pulls it over UCX) and answers on
+ * the shim's private communicator; only then does the send complete.  Every
+ * receive in the process lands first where it can tell an envelope from data
+ * (an envelope is exactly SHIM_ENV_BYTES long and carries a magic word and a
+ * checksum). */
 #ifndef MPCCL_SHIM_P2P_H
 #define MPCCL_SHIM_P2P_H
 
@@ -22,7 +23,17 @@
 /* ---- the envelope (shim_envelope.c) ---- */
 #define SHIM_ENV_BYTES 192
 #define SHIM_ENV_MAGIC 0x6d7063636c656e76ULL /* "mpcclenv" */
-enum { SHIM_ENV_IPC = 1, SHIM_ENV_PUSH = 2 };
+/* SHIM_ENV_UCX: another host, through UCX (shim_ucx.c).  Its fields:
+ * base the remote address, rkey_bytes the packed remote key's size (in
+ * rkey[] when it fits, else a message of its own on the private
+ * communicator, tag + 1, sent before the envelope: flag SHIM_UCX_KEY_AHEAD),
+ * flags' mode (& SHIM_UCX_MODE) SHIM_UCX_GET (the
+ * receiver reads base with ucp_get_nbx) or SHIM_UCX_STREAM (the sender's UCX
+ * cannot read its buffer: on the answer SHIM_ANS_GO it sends it as UCX tag
+ * messages of offset bytes each, staged through pinned host memory). */
+enum { SHIM_ENV_IPC = 1, SHIM_ENV_PUSH = 2, SHIM_ENV_UCX = 3 };
+enum { SHIM_UCX_GET = 1, SHIM_UCX_STREAM = 2, SHIM_UCX_MODE = 0xff, SHIM_UCX_KEY_AHEAD = 0x100 };
+#define SHIM_ENV_RKEY_INLINE 112
 typedef struct {
     uint64_t magic;
     uint32_t kind;        /* SHIM_ENV_IPC: pull through ipc[]; SHIM_ENV_PUSH: ask for the data */
@@ -32,12 +43,17 @@ typedef struct {
     int32_t pid;
     uint64_t hostid;
     uint64_t base;        /* sender's allocation base (also the pointer, within one process) */
-    uint64_t offset;      /* of the data within that allocation */
+    uint64_t offset;      /* of the data within that allocation (SHIM_ENV_UCX: the chunk size) */
     uint64_t buffer_id;   /* CUDA's id of the allocation: a reused address is a new buffer */
-    int32_t device;
-    uint32_t reserved0;
-    unsigned char ipc[64]; /* cudaIpcMemHandle_t */
-    unsigned char reserved[48];
+    int32_t device;       /* (SHIM_ENV_UCX: rkey_bytes) */
+    uint32_t reserved0;   /* (SHIM_ENV_UCX: flags) */
+    union {
+        struct {
+            unsigned char ipc[64]; /* cudaIpcMemHandle_t */
+            unsigned char reserved[48];
+        };
+        unsigned char rkey[SHIM_ENV_RKEY_INLINE]; /* SHIM_ENV_UCX: the packed remote key, when it fits */
+    };
     uint64_t check;       /* of everything above */
 } shim_env_t;
 _Static_assert(sizeof(shim_env_t) == SHIM_ENV_BYTES, "the envelope has a fixed size");
@@ -50,7 +66,8 @@ int mpccl_shim_env_parse(const void *p, size_t bytes, shim_env_t *out);
 
 /* Answers from the receiver, on the private communicator, tag env.tag;
  * pushed data from the sender, tag env.tag + 1. */
-enum { SHIM_ANS_DONE = 1, SHIM_ANS_PUSH = 2, SHIM_ANS_FAIL = 3 };
+enum { SHIM_ANS_DONE = 1, SHIM_ANS_PUSH = 2, SHIM_ANS_FAIL = 3, SHIM_ANS_GO = 4 };
+
 
 /* ---- the job (shim_world.c) ---- */
 /* Called from the intercepted MPI_Init / MPI_Init_thread: a private dup of
@@ -165,6 +182,37 @@ int mpccl_shim_peer_dead(int world_rank, const char *what);
 int mpccl_shim_backoff(shim_backoff_t *b);
 /* The same wait for a caller that checks its own peer: 1 when it is time. */
 int mpccl_shim_backoff_due(shim_backoff_t *b);
+
+/* ---- between hosts through UCX (shim_ucx.c) ---- */
+/* Collective over MPI_COMM_WORLD's ranks (from mpccl_shim_world_init, on
+ * private): a UCP context and worker when MPCCL_SHIM_NET allows and some
+ * peer is on another host, and every rank's worker address. */
+void mpccl_shim_ucx_init(MPI_Comm private, int world_size, int any_remote);
+void mpccl_shim_ucx_fini(void);
+/* Can a message to this world rank go through UCX? */
+int mpccl_shim_ucx_reaches(int world_rank);
+/* Sender: fills the UCX part of op->env for op->buf (may send the remote key
+ * ahead on the private communicator); MPI_SUCCESS or an error (then the
+ * message goes as before). */
+int mpccl_shim_ucx_send_prepare(shim_op_t *op);
+/* Sender: the receiver's answer came (op->answer); runs the rest. */
+void mpccl_shim_ucx_send_answered(shim_op_t *op, MPI_Status *st);
+/* Sender: gives back what prepare took (the envelope never went out). */
+void mpccl_shim_ucx_send_abort(shim_op_t *op);
+/* Receiver: an envelope of kind SHIM_ENV_UCX matched op (op->env, capacity
+ * checked): the bytes go to dst (contiguous), through pinned host memory when
+ * staged (dst is device memory) and UCX cannot write there itself.  The op
+ * is polled from now on; op->finish runs when the bytes are in. */
+void mpccl_shim_ucx_recv(shim_op_t *op, void *dst, int staged);
+/* Receiver: an envelope of kind SHIM_ENV_UCX refused (truncation): takes
+ * what came with it. */
+void mpccl_shim_ucx_refuse(const shim_env_t *e);
+/* Has UCX reported this world rank's endpoint failed (the peer died)?
+ * Asked while a transfer waits for a peer on another host: it makes the
+ * endpoint first, so that UCX watches the peer. */
+int mpccl_shim_ucx_peer_failed(int world_rank);
+/* Progresses the worker; how many events it handled. */
+int mpccl_shim_ucx_progress(void);
 
 /* ---- point-to-point (shim_send.c, shim_recv.c) ---- */
 /* Should this call be looked at at all (shim on, not nested, a communicator)? */

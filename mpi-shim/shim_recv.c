@@ -72,15 +72,42 @@ static void recv_pushed(shim_op_t *op, MPI_Status *st)
     mpccl_shim_op_finish(op);
 }
 
+/* A non-contiguous receive's bytes came over UCX into its bounce. */
+static void recv_ucx_deliver(shim_op_t *op)
+{
+    if (op->error == MPI_SUCCESS && op->bounce) op->error = deliver(op, op->bounce, op->bytes, op->bounce_owned == 1);
+}
+
 static void recv_envelope(shim_op_t *op, const shim_env_t *e)
 {
     op->env = *e;
     op->bytes = e->bytes;
     op->peer_world = (int)e->sender;
     if (e->bytes > op->capacity) {
+        if (e->kind == SHIM_ENV_UCX) mpccl_shim_ucx_refuse(e);
         answer(op, SHIM_ANS_FAIL);
         op->error = MPI_ERR_TRUNCATE;
         mpccl_shim_op_finish(op);
+        return;
+    }
+    if (e->kind == SHIM_ENV_UCX) {
+        /* from another host: read or received over UCX, straight into a
+         * contiguous buffer, else into a bounce unpacked at the end */
+        void *dst = op->buf;
+        int staged = op->device;
+        if (!op->contiguous) {
+            dst = op->bounce = land_alloc(e->bytes, &op->bounce_owned);
+            staged = 0;
+            op->finish = recv_ucx_deliver;
+            if (dst == NULL) {
+                mpccl_shim_ucx_refuse(e);
+                answer(op, SHIM_ANS_FAIL);
+                op->error = MPI_ERR_NO_MEM;
+                mpccl_shim_op_finish(op);
+                return;
+            }
+        }
+        mpccl_shim_ucx_recv(op, dst, staged);
         return;
     }
     if (e->kind == SHIM_ENV_IPC) {

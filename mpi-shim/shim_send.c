@@ -1,13 +1,15 @@
 /* The sending side of a device-buffer message.
  *
- * Small, non-contiguous, or to a process on another host: a host copy sent
+ * Small, non-contiguous, or to a process on another host that UCX cannot
+ * reach (MPCCL_SHIM_NET): a host copy sent
  * as a plain MPI message (eager: the send completes locally, so "both ranks
  * send first" works as MPI's eager protocol makes it work; any receiver
  * understands it).  Otherwise an envelope on the user's source, tag and
  * communicator, and the send completes when the receiver answers: DONE (it
  * copied the data itself, GPU to GPU), FAIL (its buffer was too small), or
  * PUSH (it cannot reach our memory: we send the bytes on the private
- * communicator). */
+ * communicator).  To another host the envelope names our buffer for UCX
+ * (shim_ucx.c). */
 #include <string.h>
 #include <unistd.h>
 
@@ -24,6 +26,10 @@ static void send_done(shim_op_t *op, MPI_Status *st)
 
 static void send_answered(shim_op_t *op, MPI_Status *st)
 {
+    if (op->env.kind == SHIM_ENV_UCX) {
+        mpccl_shim_ucx_send_answered(op, st);
+        return;
+    }
     mpccl_shim_count_p2p(1, op->answer == SHIM_ANS_PUSH ? SHIM_ROUTE_STAGED : SHIM_ROUTE_MPCCL);
     if (st->MPI_ERROR != MPI_SUCCESS || op->answer != SHIM_ANS_PUSH) {
         if (st->MPI_ERROR != MPI_SUCCESS) op->error = st->MPI_ERROR;
@@ -61,6 +67,7 @@ static int launch(shim_op_t *op, MPI_Request *req)
             PMPI_Request_free(&op->ireq);
         }
         if (op->bounce) mpccl_shim_bounce_put(op->bounce);
+        if (op->env.kind == SHIM_ENV_UCX) mpccl_shim_ucx_send_abort(op);
         mpccl_shim_op_free(op);
         return rc;
     }
@@ -108,6 +115,17 @@ static int send_eager(shim_op_t *op, int dest, int tag, int sync, MPI_Request *r
     return rc;
 }
 
+/* The envelope's fields every kind has. */
+static void env_fill(shim_env_t *e, size_t bytes)
+{
+    memset(e, 0, sizeof(*e));
+    e->sender = (uint32_t)mpccl_shim_my_world_rank();
+    e->bytes = bytes;
+    e->tag = (uint32_t)mpccl_shim_next_tag();
+    e->pid = (int32_t)getpid();
+    e->hostid = mpccl_shim_hostid();
+}
+
 int mpccl_shim_send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, int sync,
                     MPI_Request *req, const char *what)
 {
@@ -130,19 +148,20 @@ int mpccl_shim_send(const void *buf, int count, MPI_Datatype dt, int dest, int t
     int peer = mpccl_shim_world_rank(comm, dest);
     op->peer_world = peer;
     int same_host = peer >= 0 && mpccl_shim_peer_host(peer) == mpccl_shim_hostid();
+    /* another host: through UCX where both ends have it (shim_ucx.c) */
+    int net = peer >= 0 && !same_host && mpccl_shim_ucx_reaches(peer);
     if (!op->contiguous || peer < 0 || bytes <= s->eager_bytes || bytes <= SHIM_ENV_BYTES || bytes > 0x7fffffffu ||
-        !(same_host || s->host_mode))
+        !(same_host || net || s->host_mode))
         return send_eager(op, dest, tag, sync, req);
 
     shim_env_t *e = &op->env;
-    memset(e, 0, sizeof(*e));
-    mpccl_shim_ipc_export(buf, e);
-    e->sender = (uint32_t)mpccl_shim_my_world_rank();
-    e->bytes = bytes;
-    e->tag = (uint32_t)mpccl_shim_next_tag();
-    e->pid = (int32_t)getpid();
-    e->hostid = mpccl_shim_hostid();
-    if (e->kind == SHIM_ENV_PUSH) e->base = (uint64_t)(uintptr_t)buf, e->offset = 0;
+    env_fill(e, bytes);
+    if (!net || mpccl_shim_ucx_send_prepare(op) != MPI_SUCCESS) {
+        if (!(same_host || s->host_mode)) return send_eager(op, dest, tag, sync, req);
+        env_fill(e, bytes);
+        mpccl_shim_ipc_export(buf, e);
+        if (e->kind == SHIM_ENV_PUSH) e->base = (uint64_t)(uintptr_t)buf, e->offset = 0;
+    }
     mpccl_shim_env_seal(e);
     if (e->kind == SHIM_ENV_IPC) mpccl_shim_sync_legacy(); /* the receiver reads it directly */
     op->step = send_answered;
@@ -155,6 +174,7 @@ int mpccl_shim_send(const void *buf, int count, MPI_Datatype dt, int dest, int t
             PMPI_Cancel(&op->ireq);
             PMPI_Request_free(&op->ireq);
         }
+        if (e->kind == SHIM_ENV_UCX) mpccl_shim_ucx_send_abort(op);
         mpccl_shim_op_free(op);
         return rc;
     }

@@ -96,6 +96,9 @@ void mpccl_shim_world_init(void)
         return;
     }
     PMPI_Comm_set_errhandler(private_comm, MPI_ERRORS_RETURN);
+    int any_remote = 0;
+    for (int r = 0; r < world_size; r++) any_remote |= peers[r].host != my_host;
+    mpccl_shim_ucx_init(private_comm, world_size, any_remote);
     SHIM_INFO("point-to-point on device buffers: %d ranks, private communicator ready", world_size);
 }
 

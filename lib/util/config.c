@@ -217,6 +217,20 @@ static mpccl_setting_t settings[] = {
      NULL, NULL},
     {"SHIM_HOST", NULL, "0", "shim test mode: host buffers count as GPU buffers (processes without a GPU only)", NULL,
      NULL},
+    {"SHIM_NET", NULL, "auto",
+     "shim: device-buffer messages to another host: auto (through the shim's UCX when it is usable), ucx (the same, "
+     "warning when it is not), mpi (a host copy through MPI)",
+     NULL, NULL},
+    {"SHIM_NET_DIRECT", NULL, "auto",
+     "shim: auto: UCX reads and writes GPU buffers itself where a network device of it registers GPU memory; 1: "
+     "wherever UCX handles CUDA memory; 0: always through pinned host memory, in chunks",
+     NULL, NULL},
+    {"SHIM_NET_KEY_INLINE", NULL, "112",
+     "shim: the largest UCX remote key (bytes, at most 112) carried in a message's envelope; a larger one travels "
+     "ahead of it (0: every key does, as tests make it)",
+     NULL, NULL},
+    {"SHIM_NET_CHUNK", NULL, "4m", "shim: chunk of a message between hosts staged through pinned host memory", NULL,
+     NULL},
     {"LIBRARY", NULL, "", "Python bindings (python/mpccl): the libmpccl.so to load (read by Python, not here)",
      NULL, NULL},
     {"OP_TIMEOUT", NULL, "0",

@@ -5,7 +5,9 @@
 #                    mpif90 when it is present)
 #   shim_mpi4py.py   mpi4py + CuPy at 2 ranks: point-to-point, then
 #                    Allgatherv in a run of its own (exit 77 without CuPy)
-#   shim_p2p_bench   2 ranks, small sizes: a smoke run of the benchmark
+#   shim_p2p_bench   2 ranks, small sizes: a smoke run of the benchmark; and
+#                    between two simulated hosts (MPCCL_HOSTID per rank)
+#                    through the shim's UCX, GPU-direct and staged
 # each under timeout with the shim preloaded into the ranks, first without
 # MPS, then again under an MPS daemon of our own (when
 # nvidia-cuda-mps-control exists).  Prints a PASS/FAIL/SKIP summary.
@@ -145,6 +147,8 @@ if [ -n "$fc" ]; then
 fi
 
 halo=$builddir/test/gpu/shim_halo
+# each rank on a host of its own
+hostid_wrap='MPCCL_HOSTID=host${OMPI_COMM_WORLD_RANK:-0}; export MPCCL_HOSTID; exec "$@"'
 bench=$builddir/test/gpu/shim_p2p_bench
 
 suite() {
@@ -174,6 +178,17 @@ suite() {
         run "p2p bench, pinned staging" 2 "$bench" -b 8 -e 64K -f 8 -n 50 -w 5 --staging-pinned
     else
         skip "p2p bench" "$bench not built"
+    fi
+    # Two simulated hosts (MPCCL_HOSTID per rank): device messages between
+    # them go through the shim's UCX, read GPU to GPU (MPCCL_SHIM_NET_DIRECT=1:
+    # UCX's cuda_ipc on this machine) or through pinned host memory (0).
+    if [ $mode = nomps ] && [ -x "$bench" ]; then
+        for direct in 1 0; do
+            run "p2p bench between hosts, direct $direct" 2 -x MPCCL_SHIM_NET_DIRECT=$direct \
+                sh -c "$hostid_wrap" sh "$bench" -b 8 -e 16M -f 8 -n 50 -w 5
+            grep -q "rank 0 sends ucx [1-9]" "$log" ||
+                echo "FAIL p2p bench between hosts, direct $direct: no message went through UCX" >> "$results"
+        done
     fi
 }
 

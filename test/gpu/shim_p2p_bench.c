@@ -590,6 +590,22 @@ int main(int argc, char **argv)
     }
 
     if (csv) fclose(csv);
+    /* which routes the shim's point-to-point took (between hosts: ucx, or
+     * staged with MPCCL_SHIM_NET=mpi), rank 0's sends and rank 1's receives */
+    long long (*count)(const char *, const char *) =
+        (long long (*)(const char *, const char *))(uintptr_t)dlsym(RTLD_DEFAULT, "mpcclShimCount");
+    static const char *const routes[] = {"ucx", "mpccl", "staged", "mpi"};
+    long long mine[4] = {0, 0, 0, 0}, theirs[4] = {0, 0, 0, 0};
+    for (int r = 0; r < 4 && count; r++) {
+        long long v = count(rank == 0 ? "send" : "recv", routes[r]);
+        mine[r] = v < 0 ? 0 : v; /* an older shim knows no "ucx" */
+    }
+    if (rank == 0) MPI_OK(MPI_Recv(theirs, 4, MPI_LONG_LONG, 1, TAG_ACK, pair, MPI_STATUS_IGNORE));
+    if (rank == 1) MPI_OK(MPI_Send(mine, 4, MPI_LONG_LONG, 0, TAG_ACK, pair));
+    if (rank == 0 && count)
+        printf("# shim routes: rank 0 sends ucx %lld, mpccl %lld, staged %lld, mpi %lld; "
+               "rank 1 receives ucx %lld, mpccl %lld, staged %lld, mpi %lld\n",
+               mine[0], mine[1], mine[2], mine[3], theirs[0], theirs[1], theirs[2], theirs[3]);
     if (rank == 0) {
         if (errors)
             printf("# FAILED: data mismatches at %d size(s) (details on stderr)\n", errors);

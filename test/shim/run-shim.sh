@@ -16,6 +16,12 @@
 #      the survivor's call fails within 5 s; Fortran point-to-point
 #      (test_shim_p2p_f, test_shim_p2p_f08) plain and through the protocol; four threads per
 #      rank at once (test_shim_threads)
+#   7. between simulated hosts (MPCCL_HOSTID differs between even and odd
+#      ranks, MPCCL_SHIM_HOST=1): test_shim_p2p at np 2-4 through the shim's
+#      UCX (read directly, and streamed through pinned memory) and through MPI
+#      (MPCCL_SHIM_NET=mpi); test_shim_net: messages of 1 KB to 17 MB, every
+#      byte checked, and the UCX route taken (--expect ucx); the dead peer
+#      test between the two hosts
 # Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
@@ -37,6 +43,7 @@ fi
 [ -f "$shim" ] || { echo "$0: $shim not built" >&2; exit 99; }
 [ -x "$prog" ] || { echo "$0: $prog not built" >&2; exit 99; }
 [ -x "$p2p" ] || { echo "$0: $p2p not built" >&2; exit 99; }
+[ -x "$top_builddir/test/shim/test_shim_net" ] || { echo "$0: test_shim_net not built" >&2; exit 99; }
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 # oversubscribed ranks must yield, or polling ranks starve each other
@@ -106,18 +113,39 @@ run 2 MPCCL_SHIM_HOST=1 MPCCL_SHIM_MIN_BYTES=0 -- "$top_builddir/test/shim/test_
 run 2 -- "$top_builddir/test/shim/test_shim_threads"
 run 4 MPCCL_SHIM_HOST=1 -- "$top_builddir/test/shim/test_shim_threads"
 
+# Two simulated hosts: even ranks on one, odd ranks on the other (the wrapper
+# sets MPCCL_HOSTID from the rank), so device messages between them take the
+# route between hosts: the shim's UCX over shared memory and TCP here.
+hostid_wrap='MPCCL_HOSTID=host$(( ${OMPI_COMM_WORLD_RANK:-0} % 2 )); export MPCCL_HOSTID; exec "$@"'
+net=$top_builddir/test/shim/test_shim_net
+for np in 2 3 4; do
+    run $np MPCCL_SHIM_HOST=1 -- sh -c "$hostid_wrap" sh "$p2p" --quick
+done
+run 2 MPCCL_SHIM_HOST=1 MPCCL_SHIM_NET_DIRECT=0 MPCCL_SHIM_NET_CHUNK=64k -- sh -c "$hostid_wrap" sh "$p2p" --quick
+run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_NET=mpi -- sh -c "$hostid_wrap" sh "$p2p" --quick
+run 2 MPCCL_SHIM_HOST=1 -- sh -c "$hostid_wrap" sh "$net" --expect ucx
+run 4 MPCCL_SHIM_HOST=1 MPCCL_SHIM_NET=ucx MPCCL_SHIM_NET_KEY_INLINE=0 -- sh -c "$hostid_wrap" sh "$net" --expect ucx
+run 3 MPCCL_SHIM_HOST=1 MPCCL_SHIM_NET_DIRECT=0 -- sh -c "$hostid_wrap" sh "$net" --expect ucx
+run 2 MPCCL_SHIM_HOST=1 MPCCL_SHIM_NET=mpi -- sh -c "$hostid_wrap" sh "$net" --expect mpi
+
 # A peer that dies during a transfer: rank 1 kills itself, rank 0's MPI_Send
 # (an envelope waiting for its answer) or MPI_Recv must fail within 5 s.  Open
 # MPI's --enable-recovery keeps the survivor running; the program's own line
 # says PASS (mpirun's exit code reports the killed rank).
-for mode in send recv; do
-    echo "=== np 2: dead peer during MPI_${mode}"
-    # shellcheck disable=SC2086
-    $timeout_cmd "$mpirun" -np 2 --oversubscribe --bind-to none --enable-recovery --mca btl ^openib \
-        --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$preload" -x MPCCL_SHIM_HOST=1 \
-        "$top_builddir/test/shim/test_shim_deadpeer" $mode >"$log" 2>&1
-    cat "$log"
-    grep -q "deadpeer: PASS" "$log" || { echo "FAIL: the survivor did not get its error in time"; status=1; }
+# Then the same between two simulated hosts: UCX names the dead peer (its
+# endpoint cannot be made).
+for hosts in 1 2; do
+    for mode in send recv; do
+        echo "=== np 2, $hosts host(s): dead peer during MPI_${mode}"
+        wrap=
+        [ $hosts = 2 ] && wrap=yes
+        # shellcheck disable=SC2086
+        $timeout_cmd "$mpirun" -np 2 --oversubscribe --bind-to none --enable-recovery --mca btl ^openib \
+            --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$preload" -x MPCCL_SHIM_HOST=1 \
+            ${wrap:+sh -c "$hostid_wrap" sh} "$top_builddir/test/shim/test_shim_deadpeer" $mode >"$log" 2>&1
+        cat "$log"
+        grep -q "deadpeer: PASS" "$log" || { echo "FAIL: the survivor did not get its error in time"; status=1; }
+    done
 done
 
 # Fortran: built here (configure does not look for a Fortran compiler)

@@ -89,6 +89,49 @@ START_TEST(bad_fields_refused_even_when_sealed)
 }
 END_TEST
 
+/* Between hosts: the UCX kind's mode, key size and chunk are checked. */
+static shim_env_t sample_ucx(uint32_t flags, int32_t key_bytes, uint64_t chunk)
+{
+    shim_env_t e = sample();
+    e.kind = SHIM_ENV_UCX;
+    e.reserved0 = flags;
+    e.device = key_bytes;
+    e.offset = chunk;
+    e.buffer_id = 0;
+    mpccl_shim_env_seal(&e);
+    return e;
+}
+
+START_TEST(ucx_envelopes)
+{
+    shim_env_t e, out;
+    e = sample_ucx(SHIM_UCX_GET, 12, 0);
+    ck_assert(mpccl_shim_env_parse(&e, sizeof(e), &out));
+    ck_assert_int_eq(memcmp(&e, &out, sizeof(e)), 0);
+    e = sample_ucx(SHIM_UCX_GET | SHIM_UCX_KEY_AHEAD, 4000, 0);
+    ck_assert(mpccl_shim_env_parse(&e, sizeof(e), &out));
+    e = sample_ucx(SHIM_UCX_STREAM, 0, 4u << 20);
+    ck_assert(mpccl_shim_env_parse(&e, sizeof(e), &out));
+    /* refused: no mode, an unknown flag, a key that cannot be inline, a key
+     * size of 0, a stream with a key or without a chunk, an odd tag */
+    e = sample_ucx(0, 12, 0);
+    ck_assert(!mpccl_shim_env_parse(&e, sizeof(e), &out));
+    e = sample_ucx(SHIM_UCX_GET | 0x10000, 12, 0);
+    ck_assert(!mpccl_shim_env_parse(&e, sizeof(e), &out));
+    e = sample_ucx(SHIM_UCX_GET, SHIM_ENV_RKEY_INLINE + 1, 0);
+    ck_assert(!mpccl_shim_env_parse(&e, sizeof(e), &out));
+    e = sample_ucx(SHIM_UCX_GET, 0, 0);
+    ck_assert(!mpccl_shim_env_parse(&e, sizeof(e), &out));
+    e = sample_ucx(SHIM_UCX_STREAM, 12, 4u << 20);
+    ck_assert(!mpccl_shim_env_parse(&e, sizeof(e), &out));
+    e = sample_ucx(SHIM_UCX_STREAM, 0, 0);
+    ck_assert(!mpccl_shim_env_parse(&e, sizeof(e), &out));
+    e = sample_ucx(SHIM_UCX_STREAM, 0, 4u << 20);
+    e.tag = 43, mpccl_shim_env_seal(&e);
+    ck_assert(!mpccl_shim_env_parse(&e, sizeof(e), &out));
+}
+END_TEST
+
 START_TEST(random_and_mutated_bytes)
 {
     unsigned char buf[SHIM_ENV_BYTES];
@@ -122,6 +165,7 @@ int main(void)
     tcase_add_test(tc, any_changed_byte_refused);
     tcase_add_test(tc, other_lengths_refused);
     tcase_add_test(tc, bad_fields_refused_even_when_sealed);
+    tcase_add_test(tc, ucx_envelopes);
     tcase_add_test(tc, random_and_mutated_bytes);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(suite, tc);
