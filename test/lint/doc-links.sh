@@ -1,9 +1,10 @@
 #!/bin/sh
 # Checks that the docs point at files that exist: every relative link
 # ([text](path) or ![alt](path)) in a *.md file must resolve from that file's
-# folder, and every doc/NAME.md named in prose must exist.  Links to web
-# addresses and to anchors in the same page are not checked; nor is text in
-# code blocks.  Prints file:line for each broken one and fails.
+# folder, and every doc/NAME.md named in prose (in backquotes too) must exist.
+# Links to web addresses and to anchors in the same page are not checked, nor
+# are code blocks or links inside inline code.  Prints file:line for each
+# broken one and fails.
 #
 # Files: `git ls-files '*.md'` in a git checkout of the sources, else (a
 # release tarball, make distcheck) the *.md files found under top_srcdir.
@@ -33,6 +34,7 @@ refs=$(while IFS= read -r f; do
         fence || /^(    |\t)/ { next }
         {
             s = $0
+            gsub(/`[^`]*`/, "", s)               # a link in inline code is no link
             while (match(s, /\]\([^)[:space:]]+\)/)) {
                 t = substr(s, RSTART + 2, RLENGTH - 3)
                 printf "%s\t%d\tlink\t%s\n", f, NR, t
