@@ -21,7 +21,7 @@ from .communicator import (Communicator, UniqueId, NCCLConfig, WaitSignalDesc, g
 from ._group import group, group_start, group_end
 from .memory import Buffer, mem_alloc, mem_free
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def get_version():
