@@ -78,6 +78,22 @@ const char *mpccl_root_hello_problem(const mpccl_root_hello_t *h, int nranks, ch
     return msg;
 }
 
+int mpccl_ring_hello_ok(const void *body, size_t n, int prev)
+{
+    mpccl_ring_hello_t h;
+    if (n != sizeof(h)) return 0;
+    memcpy(&h, body, sizeof(h));
+    return h.rank == prev && h.reserved == 0;
+}
+
+int mpccl_coll_hdr_ok(const void *hdr, size_t n, uint32_t seq, uint64_t bytes)
+{
+    mpccl_coll_hdr_t h;
+    if (n != sizeof(h)) return 0;
+    memcpy(&h, hdr, sizeof(h));
+    return h.tag == MPCCL_COLL_TAG && h.seq == seq && h.bytes == bytes;
+}
+
 int mpccl_root_reply_parse(const mpccl_root_reply_t *rep, size_t *msg_len)
 {
     if (rep->status == 0) return rep->len == sizeof(mpccl_sockaddr_t) ? 0 : -1;

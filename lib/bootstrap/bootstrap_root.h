@@ -53,6 +53,27 @@ const char *mpccl_root_hello_problem(const mpccl_root_hello_t *h, int nranks, ch
  * 1 and *msg_len bytes of message follow, or -1: malformed (any bytes). */
 int mpccl_root_reply_parse(const mpccl_root_reply_t *rep, size_t *msg_len);
 
+/* rank -> rank+1: the body of its answer at rank+1's ring gate. */
+typedef struct mpccl_ring_hello {
+    int32_t rank;
+    uint32_t reserved;
+} mpccl_ring_hello_t;
+/* Whether a ring hello (n bytes, from a peer that proved the secret) is from
+ * rank prev (any bytes). */
+int mpccl_ring_hello_ok(const void *body, size_t n, int prev);
+
+/* Heads every bootstrap allgather on the ring: ranks calling different
+ * collectives show up as a mismatch instead of misread bytes. */
+typedef struct mpccl_coll_hdr {
+    uint32_t tag;
+    uint32_t seq;
+    uint64_t bytes;
+} mpccl_coll_hdr_t;
+#define MPCCL_COLL_TAG 0x42534147u /* "GASB" */
+/* Whether a predecessor's header (n bytes) matches this rank's collective #seq
+ * of `bytes` per rank (any bytes). */
+int mpccl_coll_hdr_ok(const void *hdr, size_t n, uint32_t seq, uint64_t bytes);
+
 /* Listens at addr and starts the detached root thread; it exits once the
  * communicator formed, or it failed or timed out (after telling the ranks that
  * arrived).  Only connections that prove key get in.  *bound is the address

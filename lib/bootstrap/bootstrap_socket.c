@@ -35,20 +35,6 @@ _Static_assert(sizeof(mpccl_sockaddr_t) <= sizeof(((mpccl_socket_id_t *)0)->addr
  * them, so that they hear its diagnosis rather than a bare timeout. */
 #define MPCCL_ROOT_REPLY_SLACK_MS 5000
 
-/* A rank's body at its successor's gate. */
-typedef struct {
-    int32_t rank;
-    uint32_t reserved;
-} ring_hello_t;
-
-typedef struct {
-    uint32_t tag;
-    uint32_t seq;
-    uint64_t bytes;
-} coll_hdr_t;
-
-#define MPCCL_COLL_TAG 0x42534147u /* "GASB" */
-
 typedef struct {
     int next_fd, prev_fd;
     mpccl_gate_key_t key;
@@ -267,7 +253,7 @@ static mpccl_status_t ring_connect(sock_bs_t *s, const mpccl_sockaddr_t *next, i
     if (e)
         return mpccl_fail(MPCCL_ERR_REMOTE, "bootstrap rank %d: cannot connect to rank %d at %s: %s", rank, n,
                           s->next_str, strerror(e));
-    ring_hello_t h = {.rank = rank, .reserved = 0};
+    mpccl_ring_hello_t h = {.rank = rank, .reserved = 0};
     mpccl_gate_entry_init(entry, s->next_fd, &s->key, MPCCL_GATE_LABEL_RING, &h, sizeof(h));
     return MPCCL_OK;
 }
@@ -291,7 +277,7 @@ static mpccl_status_t form_ring(sock_bs_t *s, int listen_fd, int rank, int nrank
     snprintf(what, sizeof(what), "rank %d's ring hello to rank %d at %s", rank, n, s->next_str);
     snprintf(gate_what, sizeof(gate_what), "bootstrap rank %d's ring listener", rank);
     mpccl_gate_t gate;
-    mpccl_gate_init(&gate, listen_fd, &s->key, MPCCL_GATE_LABEL_RING, sizeof(ring_hello_t), gate_what);
+    mpccl_gate_init(&gate, listen_fd, &s->key, MPCCL_GATE_LABEL_RING, sizeof(mpccl_ring_hello_t), gate_what);
     mpccl_status_t st = MPCCL_OK;
     int in = 0;
     while (!in || s->prev_fd < 0) {
@@ -323,9 +309,9 @@ static mpccl_status_t form_ring(sock_bs_t *s, int listen_fd, int rank, int nrank
         if (s->prev_fd < 0) {
             gate.wake_fd = in ? -1 : s->next_fd;
             int c = -1;
-            ring_hello_t h;
+            mpccl_ring_hello_t h;
             if (!mpccl_gate_next(&gate, slice, &c, &h)) continue;
-            if (h.rank == p) {
+            if (mpccl_ring_hello_ok(&h, sizeof(h), p)) {
                 s->prev_fd = c;
             } else {
                 mpccl_stranger_note(gate_what, "a rank of this job that is not this rank's predecessor");
@@ -358,14 +344,14 @@ static mpccl_status_t sock_allgather(mpccl_bootstrap_t *bs, void *buf, size_t by
     int64_t step_ms = (int64_t)mpccl_bootstrap_timeout_s() * 1000;
     char what[384];
     mpccl_status_t st;
-    coll_hdr_t mine = {.tag = MPCCL_COLL_TAG, .seq = s->seq++, .bytes = bytes}, theirs;
+    mpccl_coll_hdr_t mine = {.tag = MPCCL_COLL_TAG, .seq = s->seq++, .bytes = bytes}, theirs;
     snprintf(what, sizeof(what),
              "bootstrap allgather #%u on rank %d (to rank %d at %s, from rank %d at %s)", mine.seq,
              rank, next, s->next_str, prev, s->prev_str);
     s->broken = 1; /* until proven otherwise */
     MPCCL_CHECK(mpccl_socket_sendrecv(s->next_fd, &mine, sizeof(mine), s->prev_fd, &theirs,
                                       sizeof(theirs), mpccl_socket_now_ms() + step_ms, what));
-    if (theirs.tag != mine.tag || theirs.seq != mine.seq || theirs.bytes != mine.bytes)
+    if (!mpccl_coll_hdr_ok(&theirs, sizeof(theirs), mine.seq, mine.bytes))
         return mpccl_fail(MPCCL_ERR_USAGE,
                           "bootstrap collectives out of step: rank %d is in collective #%u with "
                           "%zu bytes per rank, rank %d in #%u with %llu bytes",
