@@ -45,6 +45,9 @@ static mpccl_setting_t settings[] = {
      NULL},
     {"COMM_SECRET", "NCCL_SOCKET_MAGIC", "",
      "secret the ranks of a COMM_ID job share; connections prove it without sending it", NULL, NULL},
+    {"FD_PEERS", NULL, "job",
+     "who may fetch GPU memory descriptors from this process: job (its communicators' peers), user (any process "
+     "of the same user: ranks in separate PID namespaces)", NULL, NULL},
     {"BOOTSTRAP_TIMEOUT", NULL, "120", "seconds a bootstrap waits for peers before failing", NULL,
      NULL},
     {"UCX_CLOSE_TIMEOUT", NULL, "2000", "milliseconds ncclCommDestroy waits for UCX to flush", NULL,

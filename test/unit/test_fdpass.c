@@ -23,6 +23,7 @@
 
 #include "gpu/gpu_fdpass.h"
 #include "bootstrap/bootstrap_net.h"
+#include "util/config.h"
 
 /* Forks a child that waits until the parent has allowed it (allow: 1) or
  * not (0), so that its first connection already meets the allow-list. */
@@ -265,6 +266,14 @@ START_TEST(only_the_job_gets_memory)
     ck_assert_int_eq(mpccl_fdpass_peer_allowed(getpid(), geteuid()), 1);
     if (geteuid() == 0) ck_assert_int_eq(direct_fetch(1, 65534, 0xabc0), 2);
     else printf("only_the_job_gets_memory: not root, another user's process checked through the allow rule only\n");
+    /* MPCCL_FD_PEERS=user: any process of this user (separate PID namespaces). */
+    setenv("MPCCL_FD_PEERS", "user", 1);
+    mpccl_config_reload();
+    ck_assert_int_eq(direct_fetch(0, geteuid(), 0xabc0), 0 + 10);
+    ck_assert_int_eq(mpccl_fdpass_peer_allowed(getpid(), geteuid() + 1), 0);
+    unsetenv("MPCCL_FD_PEERS");
+    mpccl_config_reload();
+    ck_assert_int_eq(direct_fetch(0, geteuid(), 0xabc0), 2);
     /* Forgotten peers are strangers again. */
     ck_assert_int_eq(mpccl_fdpass_allow(12345678), MPCCL_OK);
     ck_assert_int_eq(mpccl_fdpass_allow(12345678), MPCCL_OK);
