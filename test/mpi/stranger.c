@@ -27,6 +27,8 @@ typedef struct {
 
 struct stranger {
     pthread_t thread;
+    unsigned long before[MAX_PORTS]; /* listeners that were there at the start: not attacked */
+    int nbefore, noting;
     int flood, stop;
     target_t t[MAX_PORTS];
     int nt;
@@ -155,6 +157,13 @@ static void scan(stranger_t *s, const char *file, int family)
             len = sizeof(*in6);
         }
         if (known(s, &a, len) || !own_socket(inode)) continue;
+        int old = 0;
+        for (int b = 0; b < s->nbefore; b++) old |= s->before[b] == inode;
+        if (s->noting) {
+            if (!old && s->nbefore < MAX_PORTS) s->before[s->nbefore++] = inode;
+            continue;
+        }
+        if (old) continue;
         target_t *t = &s->t[s->nt++];
         memcpy(&t->addr, &a, len);
         t->len = len;
@@ -220,6 +229,14 @@ stranger_t *stranger_start(int flood)
     stranger_t *s = calloc(1, sizeof(*s));
     if (s == NULL) return NULL;
     s->flood = flood;
+    /* The listeners already open (the MPI library's own, whose TCP
+     * transport hangs a job on a silent connection) are left alone: the
+     * stranger attacks what opens from now on. */
+    s->noting = 1;
+    read_inodes();
+    scan(s, "/proc/self/net/tcp", AF_INET);
+    scan(s, "/proc/self/net/tcp6", AF_INET6);
+    s->noting = 0;
     if (pthread_create(&s->thread, NULL, run, s) != 0) {
         free(s);
         return NULL;

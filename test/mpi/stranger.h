@@ -1,5 +1,7 @@
 /* A stranger inside a test process: a thread that finds every TCP port this
- * process listens on (/proc/self/fd and /proc/net/tcp{,6}) and, for each,
+ * process opens to listen on after the stranger started (/proc/self/fd and
+ * /proc/net/tcp{,6}; ports open before, such as the MPI library's, are left
+ * alone) and, for each,
  * holds 3 silent connections, 3 that sent garbage and 3 that claim a huge
  * length, and floods it with connections that open and close at once (flood
  * of them per port every 100 ms), the way port scanners and monitoring
