@@ -63,6 +63,7 @@ typedef struct mpccl_socket_id {
     uint32_t version;  /* MPCCL_SOCKET_ID_VERSION */
     uint32_t addrlen;
     unsigned char addr[112 - 16]; /* struct sockaddr_in / sockaddr_in6 of the root */
+    unsigned char secret[16]; /* random: listeners admit only who proves it (bootstrap_gate.h) */
 } mpccl_socket_id_t;
 
 /* Fills id (128 bytes) and starts the root listener in a background thread,

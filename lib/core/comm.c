@@ -17,6 +17,7 @@
 #include "devapi/devapi_comm.h"
 #include "onesided/onesided_win.h"
 #include "util/clock.h"
+#include "util/keyed_hash.h"
 #include "util/log.h"
 
 ncclComm_t mpccl_comm_alloc(void)
@@ -105,7 +106,10 @@ static void dump_to_log(ncclComm_t comm)
 mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const ncclConfig_t *config, int cuda_dev)
 {
     mpccl_status_t st = MPCCL_OK;
-    uint64_t *ids = NULL;
+    struct {
+        uint64_t id;
+        unsigned char secret[sizeof(comm->secret)];
+    } *ids = NULL;
     comm->bs = *bs;
     comm->rank = bs->rank;
     comm->nranks = bs->nranks;
@@ -116,11 +120,15 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     if (config) comm->config = *config;
     else MPCCL_CHECK(mpccl_config_normalize(NULL, &comm->config, "init"));
 
-    ids = calloc((size_t)comm->nranks, sizeof(uint64_t));
+    ids = calloc((size_t)comm->nranks, sizeof(*ids));
     if (!ids) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d ids", comm->nranks);
-    if (getrandom(&ids[comm->rank], sizeof(uint64_t), 0) != sizeof(uint64_t)) ids[comm->rank] = (uint64_t)(uintptr_t)comm;
-    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&comm->bs, ids, sizeof(uint64_t)), st, out);
-    comm->id = ids[0];
+    if (getrandom(&ids[comm->rank].id, sizeof(uint64_t), 0) != sizeof(uint64_t))
+        ids[comm->rank].id = (uint64_t)(uintptr_t)comm;
+    MPCCL_CHECK_GOTO(mpccl_random_bytes(ids[comm->rank].secret, sizeof(ids[comm->rank].secret)), st, out);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(&comm->bs, ids, sizeof(*ids)), st, out);
+    comm->id = ids[0].id;
+    memcpy(comm->secret, ids[0].secret, sizeof(comm->secret));
+    memset(ids, 0, (size_t)comm->nranks * sizeof(*ids)); /* no copies of the secret left about */
 
     MPCCL_CHECK_GOTO(mpccl_topo_build(&comm->bs, &comm->topo), st, out);
     MPCCL_CHECK_GOTO(mpccl_plan_params_init(&comm->params), st, out);

@@ -36,6 +36,10 @@ struct ncclComm {
     mpccl_comm_state_t state;
     ncclResult_t async_error;
     uint64_t id;           /* for log lines: random, same on every rank */
+    /* Random, drawn by rank 0 for this communicator alone and spread over its
+     * bootstrap (MPI for communicators made from MPI): the key of its doors'
+     * gates (shrink_door.c).  Never sent anywhere else. */
+    unsigned char secret[32];
     ncclConfig_t config;   /* the user's config, normalised to this header's size */
 
     mpccl_bootstrap_t bs;

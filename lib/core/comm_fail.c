@@ -253,10 +253,10 @@ static void peer_revoked(void *owner, int peer, uint64_t word)
 {
     ncclComm_t comm = owner;
     mpccl_fail_state_t *f = comm->fail;
-    if (!f || peer < 0 || peer >= comm->nranks) return;
+    if (!f) return;
     /* The message names the communicator it revokes: one meant for another
      * (a shrink's parent, say) is not this one's failure. */
-    if (word != comm->id) {
+    if (!mpccl_revoke_names(peer, word, comm->nranks, comm->id)) {
         MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx rank %d: ignored a revoke from rank %d for comm 0x%llx",
                    (unsigned long long)comm->id, comm->rank, peer, (unsigned long long)word);
         return;

@@ -11,6 +11,13 @@
 #include "core/comm.h"
 #include "util/status.h"
 
+/* Whether a revoke message from peer (the rank in its tag) carrying word
+ * revokes communicator comm_id of nranks ranks (any values). */
+static inline int mpccl_revoke_names(int peer, uint64_t word, int nranks, uint64_t comm_id)
+{
+    return peer >= 0 && peer < nranks && word == comm_id;
+}
+
 /* What every rank tells the others at init (comm_fail.c exchanges it over the
  * bootstrap): who to watch, and how to name it when it dies. */
 typedef struct mpccl_peer_info {

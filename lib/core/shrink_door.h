@@ -5,7 +5,10 @@
  * door and writes the id there.  Not over the parent's transport: a rank that
  * died while sending to a survivor through UCX's shared memory can leave that
  * survivor's receive queue stuck behind a slot it reserved and never filled,
- * with the id behind it. */
+ * with the id behind it.  The door admits only a connection that proves the
+ * communicator's secret (its gate, bootstrap_gate.h); it listens for the
+ * communicator's life, so that a dead process's door refuses a knock, but
+ * serves connections only while its rank waits in a shrink. */
 #ifndef MPCCL_SHRINK_DOOR_H
 #define MPCCL_SHRINK_DOOR_H
 
@@ -40,5 +43,10 @@ int mpccl_shrink_door_refuses(const mpccl_sockaddr_t *door);
  * machine, or with the watcher off) fails the wait instead of hanging it. */
 mpccl_status_t mpccl_shrink_door_recv(ncclComm_t comm, int fd, int root, const mpccl_sockaddr_t *root_door,
                                       void *id, size_t len);
+
+/* Whether a door message (n bytes, after its sender proved the secret) is
+ * root's: 0 when it carries an id of id_len bytes or a failure notice, 1
+ * otherwise.  Any bytes may come in. */
+int mpccl_shrink_door_msg_problem(const void *msg, size_t n, int root, size_t id_len);
 
 #endif

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu/gpu_fdpass.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "core/topo.h"
@@ -457,6 +458,21 @@ static mpccl_status_t alloc_host_state(mpccl_gpu_comm_t *g)
     return MPCCL_OK;
 }
 
+/* The fd server hands memory descriptors only to processes its communicators
+ * name: this communicator's other processes on this machine. */
+static mpccl_status_t allow_fd_peers(mpccl_gpu_comm_t *g, const rank_info_t *info)
+{
+    const rank_info_t *me = &info[g->rank];
+    g->fd_peers = calloc((size_t)g->nranks, sizeof(*g->fd_peers));
+    if (g->fd_peers == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "GPU communicator: out of memory for %d peers", g->nranks);
+    for (int r = 0; r < g->nranks; r++) {
+        if (r == g->rank || info[r].host_hash != me->host_hash || info[r].pid == me->pid) continue;
+        MPCCL_CHECK(mpccl_fdpass_allow((pid_t)info[r].pid));
+        g->fd_peers[g->n_fd_peers++] = info[r].pid;
+    }
+    return MPCCL_OK;
+}
+
 static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, const mpccl_topo_t *topo)
 {
     int n = g->nranks;
@@ -482,6 +498,7 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
                               : mpccl_fail(MPCCL_ERR_REMOTE, "GPU communicator setup: rank %d could not set up "
                                            "its device", r);
     if (st != MPCCL_OK) goto out;
+    MPCCL_CHECK_GOTO(allow_fd_peers(g, info), st, out);
     g->nctas = info[0].nctas;
     g->slot_bytes = info[0].slot_bytes;
     g->cta_min_bytes = info[0].cta_min_bytes;
@@ -650,5 +667,7 @@ void mpccl_gpu_comm_destroy(mpccl_gpu_comm_t *g)
     free(g->peer_mailbox);
     free(g->seg_rx);
     free(g->seg_tx);
+    for (int i = 0; i < g->n_fd_peers; i++) mpccl_fdpass_forget((pid_t)g->fd_peers[i]);
+    free(g->fd_peers);
     free(g);
 }

@@ -61,6 +61,8 @@ typedef struct mpccl_gpu_comm {
     mpccl_host_seg_t **seg_tx;    /* [nranks] HOST peers: segment for me -> peer */
     uint64_t nonce;               /* names this communicator's shared memory segments */
     mpccl_gpu_abort_ctl_t *abort; /* the abort word every kernel of the communicator checks */
+    int32_t *fd_peers;            /* pids of the peers on this machine the fd server admits */
+    int n_fd_peers;
 } mpccl_gpu_comm_t;
 
 /* Collective over bs (the ranks of topo): binds cuda_dev, agrees on the

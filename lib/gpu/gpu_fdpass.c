@@ -15,7 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/config.h"
 #include "util/log.h"
+#include "util/stranger_log.h"
 
 typedef struct offer {
     struct offer *next;
@@ -23,13 +25,28 @@ typedef struct offer {
     int fd;
 } offer_t;
 
+/* A process this one's communicators share a machine with: its pid and how
+ * many communicators name it. */
+typedef struct allowed {
+    struct allowed *next;
+    pid_t pid;
+    int refs;
+} allowed_t;
+
 static pthread_mutex_t offers_mu = PTHREAD_MUTEX_INITIALIZER;
 static offer_t *offers;
+static allowed_t *allowed; /* under offers_mu */
+static pthread_mutex_t handler_mu = PTHREAD_MUTEX_INITIALIZER; /* handlers run one at a time */
+static int serving; /* connections being served now, under offers_mu */
 static int server_fd = -1;
 static pid_t server_pid; /* a forked child must start its own server */
 static mpccl_fdpass_handler_t handler;
 
-enum { REPLY_OK = 0, REPLY_UNKNOWN = 1, REPLY_DENIED = 2, REPLY_NO_HANDLER = 3 };
+/* An unknown key and an unknown peer get the same answer (REPLY_DENIED), so
+ * the server tells nobody which keys exist. */
+enum { REPLY_OK = 0, REPLY_DENIED = 2, REPLY_NO_HANDLER = 3 };
+#define MAX_SERVING 64      /* connections served at once; more wait in the queue */
+#define FIRST_BYTES_S 1     /* an admitted peer sends its request at once */
 enum { OP_FETCH = 1, OP_CALL = 2 };
 
 /* Every request starts with this, then len bytes; a descriptor rides on it. */
@@ -144,15 +161,15 @@ static void serve_fetch(int c, uint64_t key)
         if (o->key == key) fd = o->fd;
     /* Sent while holding the lock, so a withdraw cannot close fd meanwhile;
      * the kernel gives the peer its own descriptor. */
-    reply_t r = {fd >= 0 ? REPLY_OK : REPLY_UNKNOWN, 0};
+    reply_t r = {fd >= 0 ? REPLY_OK : REPLY_DENIED, 0};
     (void)send_msg(c, &r, sizeof(r), NULL, 0, fd);
     pthread_mutex_unlock(&offers_mu);
 }
 
 static void serve_call(int c, const request_t *q, int fd)
 {
-    static char req[MPCCL_FDPASS_MAX_MSG], out[MPCCL_FDPASS_MAX_MSG]; /* one server thread */
-    if (q->len > sizeof(req) || recv_body(c, req, q->len) != 0) {
+    char req[MPCCL_FDPASS_MAX_MSG], out[MPCCL_FDPASS_MAX_MSG];
+    if (!mpccl_fdpass_request_ok(q, sizeof(*q)) || recv_body(c, req, q->len) != 0) {
         if (fd >= 0) close(fd);
         return;
     }
@@ -161,7 +178,9 @@ static void serve_call(int c, const request_t *q, int fd)
     mpccl_fdpass_handler_t h = handler;
     pthread_mutex_unlock(&offers_mu);
     if (h) {
+        pthread_mutex_lock(&handler_mu);
         r.code = h(req, q->len, fd, out, &r.len);
+        pthread_mutex_unlock(&handler_mu);
         if (r.len > sizeof(out)) r.len = 0;
     } else if (fd >= 0) {
         close(fd);
@@ -169,41 +188,149 @@ static void serve_call(int c, const request_t *q, int fd)
     (void)send_msg(c, &r, sizeof(r), out, r.len, -1);
 }
 
-static void serve_one(int c)
+int mpccl_fdpass_request_ok(const void *req, size_t n)
 {
-    set_timeout(c, 5);
+    request_t q;
+    if (n != sizeof(q)) return 0;
+    memcpy(&q, req, sizeof(q));
+    if (q.op == OP_FETCH) return q.len == 0;
+    return q.op == OP_CALL && q.len <= MPCCL_FDPASS_MAX_MSG;
+}
+
+int mpccl_fdpass_peer_allowed(pid_t pid, uid_t uid)
+{
+    if (uid != geteuid()) return 0;
+    if (pid == getpid()) return 1;
+    /* Ranks in separate PID namespaces (containers sharing the network
+     * namespace) see each other under other pids: only the user can be
+     * checked there. */
+    const char *who = mpccl_config_str("FD_PEERS");
+    if (who && strcmp(who, "user") == 0) return 1;
+    pthread_mutex_lock(&offers_mu);
+    int ok = 0;
+    for (allowed_t *a = allowed; a && !ok; a = a->next) ok = a->pid == pid;
+    pthread_mutex_unlock(&offers_mu);
+    return ok;
+}
+
+mpccl_status_t mpccl_fdpass_allow(pid_t pid)
+{
+    pthread_mutex_lock(&offers_mu);
+    allowed_t *a = allowed;
+    while (a && a->pid != pid) a = a->next;
+    if (a == NULL && (a = calloc(1, sizeof(*a))) != NULL) {
+        a->pid = pid;
+        a->next = allowed;
+        allowed = a;
+    }
+    if (a) a->refs++;
+    pthread_mutex_unlock(&offers_mu);
+    return a ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "fd server: out of memory allowing process %d", (int)pid);
+}
+
+void mpccl_fdpass_forget(pid_t pid)
+{
+    pthread_mutex_lock(&offers_mu);
+    for (allowed_t **pp = &allowed; *pp; pp = &(*pp)->next) {
+        if ((*pp)->pid != pid) continue;
+        allowed_t *a = *pp;
+        if (--a->refs == 0) {
+            *pp = a->next;
+            free(a);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&offers_mu);
+}
+
+void mpccl_fdpass_serve_connection(int c)
+{
+    /* Who it is comes from the kernel, before a byte is read: a stranger is
+     * answered at once and costs nothing. */
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || !mpccl_fdpass_peer_allowed(cred.pid, cred.uid)) {
+        reply_t r = {REPLY_DENIED, 0};
+        (void)send_msg(c, &r, sizeof(r), NULL, 0, -1);
+        mpccl_stranger_note("fd server", "a process that is not a peer of this process's communicators");
+        return;
+    }
+    set_timeout(c, FIRST_BYTES_S);
     request_t q;
     int fd;
     if (recv_head(c, &q, sizeof(q), &fd) != 0) return;
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != geteuid()) {
-        if (fd >= 0) close(fd);
-        reply_t r = {REPLY_DENIED, 0};
-        (void)send_msg(c, &r, sizeof(r), NULL, 0, -1);
-        return;
-    }
+    set_timeout(c, 5);
     if (q.op == OP_CALL) {
         serve_call(c, &q, fd);
         return;
     }
     if (fd >= 0) close(fd);
-    serve_fetch(c, q.key);
+    if (mpccl_fdpass_request_ok(&q, sizeof(q))) serve_fetch(c, q.key);
+    else {
+        reply_t r = {REPLY_DENIED, 0};
+        (void)send_msg(c, &r, sizeof(r), NULL, 0, -1);
+    }
+}
+
+static void *serve_thread(void *arg)
+{
+    int c = (int)(intptr_t)arg;
+    mpccl_fdpass_serve_connection(c);
+    close(c);
+    pthread_mutex_lock(&offers_mu);
+    serving--;
+    pthread_mutex_unlock(&offers_mu);
+    return NULL;
+}
+
+/* Each connection on a thread of its own, so a slow peer holds up nobody. */
+static void serve_concurrently(int c)
+{
+    pthread_mutex_lock(&offers_mu);
+    int busy = serving >= MAX_SERVING;
+    if (!busy) serving++;
+    pthread_mutex_unlock(&offers_mu);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    int e = busy ? EAGAIN : pthread_create(&t, &attr, serve_thread, (void *)(intptr_t)c);
+    pthread_attr_destroy(&attr);
+    if (e == 0) return;
+    if (!busy) {
+        pthread_mutex_lock(&offers_mu);
+        serving--;
+        pthread_mutex_unlock(&offers_mu);
+    }
+    /* No thread to spare: serve it here, after the credential check that costs
+     * a stranger nothing (an admitted peer answers within FIRST_BYTES_S). */
+    mpccl_fdpass_serve_connection(c);
+    close(c);
 }
 
 static void *server_main(void *arg)
 {
     int s = (int)(intptr_t)arg;
+    int pause_ms = 0;
     for (;;) {
         int c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* The connection stays queued: back off instead of spinning. */
+                pause_ms = pause_ms ? (pause_ms < 500 ? 2 * pause_ms : 1000) : 50;
+                mpccl_stranger_note("fd server", "out of file descriptors or memory: accepting paused");
+                struct timespec ts = {pause_ms / 1000, (long)(pause_ms % 1000) * 1000000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
             MPCCL_WARN(MPCCL_SUB_P2P, "fd server: accept failed (%s); peers can no longer map this process's "
                        "ncclMemAlloc memory", strerror(errno));
             return NULL;
         }
-        serve_one(c);
-        close(c);
+        pause_ms = 0;
+        serve_concurrently(c);
     }
 }
 
@@ -296,8 +423,8 @@ static mpccl_status_t connect_to(pid_t owner, uint32_t t, int *s)
 
 static const char *reply_text(int32_t code)
 {
-    return code == REPLY_UNKNOWN      ? "nothing offered under that key (freed or deregistered?)"
-           : code == REPLY_DENIED     ? "refused: the processes belong to different users"
+    return code == REPLY_DENIED ? "refused: this process is not a peer of the owner's communicators (another user, "
+                                  "or outside the job), or nothing is offered under that key (freed or deregistered?)"
            : code == REPLY_NO_HANDLER ? "the process serves no calls"
                                       : "reply without a descriptor";
 }
@@ -310,9 +437,12 @@ mpccl_status_t mpccl_fdpass_fetch(pid_t owner, uint32_t t, uint64_t key, int *fd
     mpccl_status_t st = MPCCL_OK;
     request_t q = {OP_FETCH, 0, key};
     reply_t r = {-1, 0};
-    if (send_msg(s, &q, sizeof(q), NULL, 0, -1) != 0) {
-        st = mpccl_fail(MPCCL_ERR_SYSTEM, "fd fetch from process %d: send: %s", (int)owner, strerror(errno));
-    } else if (recv_head(s, &r, sizeof(r), fd) != 0 || r.code != REPLY_OK || *fd < 0) {
+    /* A refused process is answered before it has written: read the answer
+     * even when the request found the connection closed. */
+    int sent = send_msg(s, &q, sizeof(q), NULL, 0, -1) == 0, e = errno;
+    if (recv_head(s, &r, sizeof(r), fd) != 0 && !sent) {
+        st = mpccl_fail(MPCCL_ERR_SYSTEM, "fd fetch from process %d: send: %s", (int)owner, strerror(e));
+    } else if (r.code != REPLY_OK || *fd < 0) {
         if (*fd >= 0) close(*fd);
         *fd = -1;
         st = mpccl_fail(MPCCL_ERR_SYSTEM, "fd fetch from process %d (key 0x%llx): %s", (int)owner,
@@ -344,10 +474,11 @@ mpccl_status_t mpccl_fdpass_call(pid_t owner, uint32_t t, const void *req, uint3
     request_t q = {OP_CALL, len, 0};
     reply_t r = {-1, 0};
     int rfd = -1;
-    if (send_msg(s, &q, sizeof(q), req, len, fd) != 0) {
-        st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: sending to process %d: %s", what, (int)owner, strerror(errno));
-    } else if (recv_head(s, &r, sizeof(r), &rfd) != 0 || r.len > MPCCL_FDPASS_MAX_MSG ||
-               recv_body(s, reply, r.len) != 0) {
+    int sent = send_msg(s, &q, sizeof(q), req, len, fd) == 0, e = errno;
+    int head = recv_head(s, &r, sizeof(r), &rfd) == 0;
+    if (!head && !sent) {
+        st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: sending to process %d: %s", what, (int)owner, strerror(e));
+    } else if (!head || r.len > MPCCL_FDPASS_MAX_MSG || recv_body(s, reply, r.len) != 0) {
         st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: no reply from process %d", what, (int)owner);
     } else if (r.code == REPLY_DENIED || r.code == REPLY_NO_HANDLER) {
         st = mpccl_fail(MPCCL_ERR_SYSTEM, "%s: process %d: %s", what, (int)owner, reply_text(r.code));

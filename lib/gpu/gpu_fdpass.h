@@ -12,13 +12,18 @@
  *
  * The first offer (or mpccl_fdpass_serve) starts one server thread per
  * process and copy of the library, blocked in accept() on the abstract socket
- * "mpccl-fd-<pid>-<tag>"; it answers only processes of the same user
- * (SO_PEERCRED).  The tag keeps two copies of mpccl in one process apart
+ * "mpccl-fd-<pid>-<tag>", which any local user can see and connect to.  It
+ * checks who connected (SO_PEERCRED) before it reads a byte and answers only
+ * processes of the same user that its communicators name as peers on this
+ * machine (mpccl_fdpass_allow); to anyone else, and for a key it does not
+ * hold, it answers the same "denied".  Each connection is served on a thread
+ * of its own.  The tag keeps two copies of mpccl in one process apart
  * (mpccl-perf --compare with another mpccl build), so a server is named by
  * (pid, tag) and descriptors carry both.  No CUDA here. */
 #ifndef MPCCL_FDPASS_H
 #define MPCCL_FDPASS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -34,6 +39,19 @@ void mpccl_fdpass_withdraw(uint64_t key);
 /* Fetches the descriptor that server (owner, tag) offers under key; *fd is
  * this process's own descriptor (close it when done). */
 mpccl_status_t mpccl_fdpass_fetch(pid_t owner, uint32_t tag, uint64_t key, int *fd);
+
+/* Processes that may fetch and call: a communicator's peers on this machine,
+ * learned at its setup (counted: allow once per communicator, forget as
+ * often).  This process itself is always allowed. */
+mpccl_status_t mpccl_fdpass_allow(pid_t pid);
+void mpccl_fdpass_forget(pid_t pid);
+/* Whether a connection from (pid, uid) is served. */
+int mpccl_fdpass_peer_allowed(pid_t pid, uid_t uid);
+/* Serves one accepted connection c as the server thread does (tests call it
+ * directly); the caller closes c. */
+void mpccl_fdpass_serve_connection(int c);
+/* Whether a request header (n bytes) is well formed (any bytes may come in). */
+int mpccl_fdpass_request_ok(const void *req, size_t n);
 
 #define MPCCL_FDPASS_MAX_MSG 512 /* bytes of a call's request or reply */
 /* Serves one call on the server thread: req (len bytes) with fd (-1: none;

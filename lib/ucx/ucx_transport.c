@@ -13,6 +13,7 @@
 #include "ucx.h"
 #include "ucx_rma.h"
 #include "ucx_tp.h"
+#include "ucx/ucx_address_check.h"
 
 /* Settings (lib/util/config.c): MPCCL_UCX_IDLE_US, MPCCL_UCX_SPIN_US, MPCCL_UCX_ERR_MODE. */
 static long us_setting(const char *name, long dflt)
@@ -552,7 +553,13 @@ static mpccl_status_t exchange_addresses(mpccl_ucx_tp_t *tp, mpccl_bootstrap_t *
     lens[bs->rank] = len;
     MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(bs, lens, sizeof(uint64_t)), st, out);
     size_t max = 0;
-    for (int i = 0; i < n; i++) max = lens[i] > max ? lens[i] : max;
+    int bad = mpccl_ucx_address_lengths_bad(lens, n, &max);
+    if (bad >= 0) {
+        st = mpccl_fail(MPCCL_ERR_REMOTE, "rank %d: rank %d's UCX worker address is %llu bytes (expected 1..%u): "
+                        "its bootstrap data is corrupt", bs->rank, bad, (unsigned long long)lens[bad],
+                        MPCCL_UCX_ADDRESS_MAX);
+        goto out;
+    }
     buf = calloc((size_t)n, max);
     if (buf == NULL) {
         st = mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for %d UCX addresses of %zu bytes", n, max);

@@ -43,6 +43,11 @@ static mpccl_setting_t settings[] = {
      "network interfaces for the unique-id bootstrap (prefixes, ^ excludes, = exact)", NULL, NULL},
     {"COMM_ID", "NCCL_COMM_ID", "", "host:port of the unique-id root (rank 0 listens there)", NULL,
      NULL},
+    {"COMM_SECRET", "NCCL_SOCKET_MAGIC", "",
+     "secret the ranks of a COMM_ID job share; connections prove it without sending it", NULL, NULL},
+    {"FD_PEERS", NULL, "job",
+     "who may fetch GPU memory descriptors from this process: job (its communicators' peers), user (any process "
+     "of the same user: ranks in separate PID namespaces)", NULL, NULL},
     {"BOOTSTRAP_TIMEOUT", NULL, "120", "seconds a bootstrap waits for peers before failing", NULL,
      NULL},
     {"UCX_CLOSE_TIMEOUT", NULL, "2000", "milliseconds ncclCommDestroy waits for UCX to flush", NULL,

@@ -18,6 +18,9 @@
 #include "bootstrap/bootstrap.h"
 #include "mpccl.h"
 #include "bootstrap/bootstrap_net.h"
+#include "bootstrap/bootstrap_gate.h"
+#include "bootstrap/bootstrap_root.h"
+#include "util/config.h"
 #include "util/status.h"
 
 static unsigned long test_seed = 20240611;
@@ -150,7 +153,7 @@ START_TEST(socket_nranks)
     ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_OK);
     mpccl_socket_id_t sid;
     memcpy(&sid, id, sizeof(sid));
-    ck_assert_uint_eq(sid.version, 1);
+    ck_assert_uint_eq(sid.version, 2); /* with the gate secret */
     ck_assert_uint_ne(sid.addrlen, 0);
     run_comm(id, sizes_nranks[_i]);
 }
@@ -191,7 +194,8 @@ START_TEST(socket_wrong_magic_rejected)
     start(&f[0]);
     pthread_join(f[0].tid, NULL);
     ck_assert_int_eq(f[0].st, MPCCL_ERR_REMOTE);
-    ck_assert_msg(strstr(f[0].err, "does not match") != NULL, "message: %s", f[0].err);
+    /* The forged id's key differs: the root's gate refuses its proof. */
+    ck_assert_msg(strstr(f[0].err, "refused") != NULL, "message: %s", f[0].err);
     ck_assert_msg(f[0].ms < 5000, "rejection took %lld ms", (long long)f[0].ms);
     start(&r[1]);
     pthread_join(r[0].tid, NULL);
@@ -456,6 +460,67 @@ START_TEST(socket_comm_id_ipv6)
 }
 END_TEST
 
+/* With MPCCL_COMM_ID the root's address is known to everyone and the id's
+ * magic is a constant: a stranger that connects first, claiming rank 1, must
+ * be refused without learning anything (it does not know the job's
+ * NCCL_SOCKET_MAGIC / MPCCL_COMM_SECRET), and the job must form all the same. */
+START_TEST(socket_comm_id_hijack)
+{
+    int port = free_port(AF_INET);
+    ck_assert_int_gt(port, 0);
+    char env[64];
+    snprintf(env, sizeof(env), "127.0.0.1:%d", port);
+    setenv("NCCL_COMM_ID", env, 1);
+    setenv("NCCL_SOCKET_MAGIC", "the job's secret 7f3a", 1);
+    mpccl_config_reload();
+    unsigned char id[128];
+    ck_assert_int_eq(mpccl_socket_get_unique_id(id), MPCCL_OK);
+    rank_t *r = make_ranks(id, 2, 1);
+    start(&r[0]); /* starts the root */
+
+    /* The stranger listens where it asks rank 0 to connect. */
+    mpccl_sockaddr_t lo, mine, root;
+    memset(&lo, 0, sizeof(lo));
+    lo.in.sin_family = AF_INET;
+    lo.in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int trap = -1;
+    ck_assert_int_eq(mpccl_socket_listen(&lo, &trap, &mine), MPCCL_OK);
+    ck_assert_int_eq(mpccl_sockaddr_parse(env, &root), MPCCL_OK);
+    static const char *guesses[] = {"", "secret", "the job's secret 7f3b"};
+    for (int g = 0; g < 3; g++) {
+        int64_t now = mpccl_socket_now_ms();
+        int fd = -1, refused = 0, closed = 0;
+        ck_assert_int_eq(mpccl_socket_connect(&root, now + 10000, now + 10000, &fd), 0);
+        mpccl_gate_key_t key;
+        mpccl_gate_key_from(guesses[g], strlen(guesses[g]), &key);
+        mpccl_root_hello_t h;
+        memset(&h, 0, sizeof(h));
+        h.version = MPCCL_SOCKET_ID_VERSION;
+        h.rank = 1;
+        h.nranks = 2;
+        h.listen_addr = mine;
+        mpccl_status_t st = mpccl_gate_enter(fd, &key, MPCCL_GATE_LABEL_ROOT, &h, sizeof(h),
+                                             mpccl_socket_now_ms() + 5000, "a stranger's hello", &refused, &closed);
+        ck_assert_int_eq(st, MPCCL_ERR_REMOTE);
+        ck_assert_msg(refused, "guess '%s': %s", guesses[g], mpccl_last_error());
+        mpccl_socket_close(&fd);
+    }
+    start(&r[1]);
+    pthread_join(r[0].tid, NULL);
+    pthread_join(r[1].tid, NULL);
+    expect_ok(r, 2);
+    free(r);
+    /* Nobody connected to the stranger: it was never counted as rank 1. */
+    int c = -1;
+    ck_assert_int_ne(mpccl_socket_accept(trap, mpccl_socket_now_ms() + 300, "a connection to the stranger", &c),
+                     MPCCL_OK);
+    mpccl_socket_close(&trap);
+    unsetenv("NCCL_COMM_ID");
+    unsetenv("NCCL_SOCKET_MAGIC");
+    mpccl_config_reload();
+}
+END_TEST
+
 START_TEST(socket_bad_args)
 {
     unsigned char id[128];
@@ -687,6 +752,7 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, socket_processes);
     tcase_add_test(tc, socket_comm_id_ipv4);
     tcase_add_test(tc, socket_comm_id_ipv6);
+    tcase_add_test(tc, socket_comm_id_hijack);
     tcase_add_test(tc, socket_bad_args);
     suite_add_tcase(s, tc);
 

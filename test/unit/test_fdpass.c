@@ -5,7 +5,10 @@
  * and descriptor, and its answer comes back (as registered buffers are
  * pushed to peer processes); another copy of the library in the same process
  * (an older one's "mpccl-fd-<pid>", or one with another tag) does not stand in
- * the way, and a wrong tag reaches no server.  No CUDA. */
+ * the way, and a wrong tag reaches no server.  The server hands nothing to a
+ * process of another user or one its communicators do not name, answers a
+ * wrong key the same way (no key oracle), and serves connections
+ * concurrently: silent ones delay nobody.  No CUDA. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +18,42 @@
 #include <sys/wait.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpu/gpu_fdpass.h"
+#include "bootstrap/bootstrap_net.h"
+#include "util/config.h"
+
+/* Forks a child that waits until the parent has allowed it (allow: 1) or
+ * not (0), so that its first connection already meets the allow-list. */
+static pid_t fork_peer(int allow)
+{
+    int go[2];
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        char b;
+        close(go[1]);
+        if (read(go[0], &b, 1) != 1) _exit(90);
+        close(go[0]);
+        return 0;
+    }
+    close(go[0]);
+    if (allow) ck_assert_int_eq(mpccl_fdpass_allow(child), MPCCL_OK);
+    ck_assert_int_eq(write(go[1], "g", 1), 1);
+    close(go[1]);
+    return child;
+}
+
+static int wait_exit(pid_t child)
+{
+    int status = -1;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
 
 START_TEST(child_fetches_parent_fd)
 {
@@ -26,8 +62,7 @@ START_TEST(child_fetches_parent_fd)
     ck_assert_int_eq(mpccl_fdpass_offer(0x1234, p[1]), MPCCL_OK);
     pid_t parent = getpid();
     uint32_t tag = mpccl_fdpass_tag();
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
+    pid_t child = fork_peer(1);
     if (child == 0) {
         int fd = -1;
         if (mpccl_fdpass_fetch(parent, tag, 0x1234, &fd) != MPCCL_OK || fd < 0) _exit(2);
@@ -35,13 +70,11 @@ START_TEST(child_fetches_parent_fd)
         close(fd);
         /* A key nobody offered: refused, with a reason. */
         if (mpccl_fdpass_fetch(parent, tag, 0x9999, &fd) == MPCCL_OK || fd != -1) _exit(4);
-        if (strstr(mpccl_last_error(), "nothing offered") == NULL) _exit(5);
+        if (strstr(mpccl_last_error(), "nothing is offered") == NULL) _exit(5);
         _exit(0);
     }
-    int status = -1;
-    ck_assert_int_eq(waitpid(child, &status, 0), child);
-    ck_assert(WIFEXITED(status));
-    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    ck_assert_int_eq(wait_exit(child), 0);
+    mpccl_fdpass_forget(child);
     char buf[2];
     ck_assert_int_eq(read(p[0], buf, 2), 2);
     ck_assert(memcmp(buf, "ok", 2) == 0);
@@ -82,8 +115,7 @@ START_TEST(child_calls_parent_handler)
     ck_assert_int_eq(mpccl_fdpass_serve(echo_handler), MPCCL_OK);
     pid_t parent = getpid();
     uint32_t tag = mpccl_fdpass_tag();
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
+    pid_t child = fork_peer(1);
     if (child == 0) {
         close(p[0]);
         char reply[MPCCL_FDPASS_MAX_MSG];
@@ -100,10 +132,8 @@ START_TEST(child_calls_parent_handler)
         _exit(0);
     }
     close(p[1]);
-    int status = -1;
-    ck_assert_int_eq(waitpid(child, &status, 0), child);
-    ck_assert(WIFEXITED(status));
-    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    ck_assert_int_eq(wait_exit(child), 0);
+    mpccl_fdpass_forget(child);
     char buf[8];
     ck_assert_int_eq(read(p[0], buf, 8), 8); /* the descriptor reached the handler */
     ck_assert(memcmp(buf, "echo-abc", 8) == 0);
@@ -173,6 +203,142 @@ START_TEST(two_copies_in_one_process)
 }
 END_TEST
 
+/* The server called directly: a private listener, a child that sends a raw
+ * fetch request for key, and mpccl_fdpass_serve_connection answering it.
+ * The child exits with the reply code, plus 10 when a descriptor came. */
+static int direct_fetch(int allow, uid_t as_uid, uint64_t key)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "mpccl-test-direct-%d", (int)getpid());
+    int s = listen_on(name);
+    ck_assert_int_ge(s, 0);
+    pid_t child = fork_peer(allow);
+    if (child == 0) {
+        if (as_uid != geteuid() && setuid(as_uid) != 0) _exit(91);
+        int c = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un a;
+        memset(&a, 0, sizeof(a));
+        a.sun_family = AF_UNIX;
+        memcpy(a.sun_path + 1, name, strlen(name));
+        if (connect(c, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))) != 0)
+            _exit(92);
+        struct { uint32_t op, len; uint64_t key; } q = {1, 0, key};
+        /* A stranger is answered before it writes: the write may find the
+         * connection closed, the answer is there to read all the same. */
+        (void)send(c, &q, sizeof(q), MSG_NOSIGNAL);
+        struct { int32_t code; uint32_t len; } r;
+        union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl;
+        struct iovec iov = {&r, sizeof(r)};
+        struct msghdr m;
+        memset(&m, 0, sizeof(m));
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = ctl.buf;
+        m.msg_controllen = sizeof(ctl.buf);
+        if (recvmsg(c, &m, MSG_WAITALL) != (ssize_t)sizeof(r)) _exit(94);
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        int got_fd = h && h->cmsg_type == SCM_RIGHTS;
+        _exit(r.code + (got_fd ? 10 : 0));
+    }
+    int c = accept(s, NULL, NULL);
+    ck_assert_int_ge(c, 0);
+    mpccl_fdpass_serve_connection(c);
+    close(c);
+    close(s);
+    int code = wait_exit(child);
+    if (allow) mpccl_fdpass_forget(child);
+    return code;
+}
+
+START_TEST(only_the_job_gets_memory)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(mpccl_fdpass_offer(0xabc0, p[1]), MPCCL_OK);
+    /* A peer of this process's communicators, the right key: the descriptor. */
+    ck_assert_int_eq(direct_fetch(1, geteuid(), 0xabc0), 0 + 10);
+    /* Same user, outside the job, the right key: denied, no descriptor. */
+    ck_assert_int_eq(direct_fetch(0, geteuid(), 0xabc0), 2);
+    /* A peer, a wrong key: the same answer, so keys cannot be probed. */
+    ck_assert_int_eq(direct_fetch(1, geteuid(), 0xabc8), 2);
+    /* Another user: denied (a child changes user where the test may). */
+    ck_assert_int_eq(mpccl_fdpass_peer_allowed(getpid(), geteuid() + 1), 0);
+    ck_assert_int_eq(mpccl_fdpass_peer_allowed(getpid(), geteuid()), 1);
+    if (geteuid() == 0) ck_assert_int_eq(direct_fetch(1, 65534, 0xabc0), 2);
+    else printf("only_the_job_gets_memory: not root, another user's process checked through the allow rule only\n");
+    /* MPCCL_FD_PEERS=user: any process of this user (separate PID namespaces). */
+    setenv("MPCCL_FD_PEERS", "user", 1);
+    mpccl_config_reload();
+    ck_assert_int_eq(direct_fetch(0, geteuid(), 0xabc0), 0 + 10);
+    ck_assert_int_eq(mpccl_fdpass_peer_allowed(getpid(), geteuid() + 1), 0);
+    unsetenv("MPCCL_FD_PEERS");
+    mpccl_config_reload();
+    ck_assert_int_eq(direct_fetch(0, geteuid(), 0xabc0), 2);
+    /* Forgotten peers are strangers again. */
+    ck_assert_int_eq(mpccl_fdpass_allow(12345678), MPCCL_OK);
+    ck_assert_int_eq(mpccl_fdpass_allow(12345678), MPCCL_OK);
+    mpccl_fdpass_forget(12345678);
+    ck_assert_int_eq(mpccl_fdpass_peer_allowed(12345678, geteuid()), 1);
+    mpccl_fdpass_forget(12345678);
+    ck_assert_int_eq(mpccl_fdpass_peer_allowed(12345678, geteuid()), 0);
+    mpccl_fdpass_withdraw(0xabc0);
+    close(p[0]);
+    close(p[1]);
+}
+END_TEST
+
+/* Seven silent connections from a peer and seven from a stranger do not
+ * delay a fetch: each connection has its own thread, and strangers are
+ * answered before anything is read. */
+START_TEST(silent_connections_delay_nobody)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(mpccl_fdpass_offer(0x5150, p[1]), MPCCL_OK);
+    pid_t parent = getpid();
+    uint32_t tag = mpccl_fdpass_tag();
+    int hold[2];
+    ck_assert_int_eq(pipe(hold), 0);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork_peer(k == 0);
+        if (kids[k] == 0) {
+            close(hold[1]);
+            char name[64];
+            snprintf(name, sizeof(name), "mpccl-fd-%d-%08x", (int)parent, tag);
+            for (int i = 0; i < 7; i++) {
+                int c = socket(AF_UNIX, SOCK_STREAM, 0);
+                struct sockaddr_un a;
+                memset(&a, 0, sizeof(a));
+                a.sun_family = AF_UNIX;
+                memcpy(a.sun_path + 1, name, strlen(name));
+                if (connect(c, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))) != 0)
+                    _exit(2);
+            }
+            char b;
+            (void)read(hold[0], &b, 1); /* hold them until the parent is done */
+            _exit(0);
+        }
+    }
+    close(hold[0]);
+    struct timespec settle = {0, 200000000};
+    nanosleep(&settle, NULL);
+    int64_t t0 = mpccl_socket_now_ms();
+    int fd = -1;
+    ck_assert_int_eq(mpccl_fdpass_fetch(parent, tag, 0x5150, &fd), MPCCL_OK);
+    int64_t ms = mpccl_socket_now_ms() - t0;
+    printf("silent_connections_delay_nobody: fetch took %lld ms with 14 silent connections open\n", (long long)ms);
+    ck_assert_int_lt(ms, 500);
+    close(fd);
+    close(hold[1]);
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(wait_exit(kids[k]), 0);
+    mpccl_fdpass_forget(kids[0]);
+    mpccl_fdpass_withdraw(0x5150);
+    close(p[0]);
+    close(p[1]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fdpass");
@@ -182,6 +348,8 @@ int main(void)
     tcase_add_test(tc, child_calls_parent_handler);
     tcase_add_test(tc, no_server);
     tcase_add_test(tc, two_copies_in_one_process);
+    tcase_add_test(tc, only_the_job_gets_memory);
+    tcase_add_test(tc, silent_connections_delay_nobody);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
