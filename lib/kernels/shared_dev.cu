@@ -1,6 +1,9 @@
 /* The shared-device path's kernel (lib/kernels/shared_dev.h): one launch by
  * the leader moves and reduces every rank's data; the CTAs count themselves
  * out and the last one writes the done word the followers' hosts wait for. */
+extern "C" {
+#include "util/status.h"
+}
 #include "kernels/elementwise.cuh"
 #include "kernels/shared_dev.h"
 
