@@ -11,8 +11,7 @@
 #include "core/comm_hier.h"
 #include "core/group.h"
 #include "core/topo.h"
-#include "devapi/devapi_comm.h"
-#include "onesided/onesided_win.h"
+#include "core/comm_hooks.h"
 #include "util/log.h"
 
 ncclComm_t mpccl_comm_alloc(void)
@@ -25,6 +24,7 @@ ncclComm_t mpccl_comm_alloc(void)
     comm->state = MPCCL_COMM_INITIALIZING;
     comm->async_error = ncclSuccess;
     pthread_mutex_init(&comm->redop_lock, NULL);
+    pthread_mutex_init(&comm->hook_lock, NULL);
     mpccl_comm_async_init(comm);
     return comm;
 }
@@ -155,8 +155,9 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     if (!comm) return;
     mpccl_comm_fail_release(comm); /* first: no failure reported on comm from here */
     mpccl_comm_hier_release(comm, force || comm->aborting); /* their launches ran on comm's behalf */
-    mpccl_devcomm_release_all(comm);
-    mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
+    /* Device communicators, then windows: before the transport, since remote
+     * keys live on its endpoints. */
+    mpccl_comm_hooks_release(comm);
     /* Before the transport: the GPU executor's proxy drives it. */
     comm->exec->release(comm, force);
     /* Ranks of one process are destroyed one after another by one thread: a
@@ -172,6 +173,7 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     free(comm->p2p_send_seq);
     free(comm->p2p_recv_seq);
     pthread_mutex_destroy(&comm->redop_lock);
+    pthread_mutex_destroy(&comm->hook_lock);
     mpccl_comm_async_destroy(comm);
     comm->magic = MPCCL_COMM_DEAD;
     free(comm);
@@ -182,7 +184,7 @@ void mpccl_comm_finalize(ncclComm_t comm)
     /* Host operations are complete when their call returns; what is left to
      * flush is the network: release windows (their UCX keys belong to the
      * transport's worker), then close the transport gracefully. */
-    mpccl_win_release(comm);
+    mpccl_comm_hooks_finalize(comm);
     mpccl_comm_hier_finalize(comm);
     /* The executor lets go of the transport (the GPU proxy thread drives it
      * for proxied peers, and would progress a closed one otherwise). */

@@ -32,8 +32,8 @@ static inline size_t mpccl_sig_index(int nranks, int ctx, int sig, int src)
     return ((size_t)ctx * MPCCL_WIN_NSIG + (size_t)sig) * (size_t)nranks + (size_t)src;
 }
 
-struct mpccl_win_gpu;  /* onesided_gpu.c */
-struct mpccl_wingpu;   /* per-window GPU part, onesided_gpu.c */
+struct mpccl_win_gpu;  /* gpu_win.c */
+struct mpccl_wingpu;   /* per-window GPU part, gpu_win.c */
 
 /* A window as the library keeps it.  Users hold its handle: on GPU
  * communicators the device descriptor kernels read (struct ncclWindow_vidmem
@@ -49,7 +49,7 @@ struct mpccl_win {
     size_t size;
     int flags;
     size_t *peer_size;       /* [nranks] each rank's window size */
-    /* Host comms, and GPU comms with GPU-direct puts between nodes (onesided_rma.c): */
+    /* Host comms, and GPU comms with GPU-direct puts between nodes (gpu_win_rma.c): */
     uint64_t *peer_addr;     /* [nranks] window address in each rank */
     void **peer_rkey;        /* [nranks] unpacked remote keys (GPU: by the proxy thread, at registration) */
     mpccl_ucx_mem_t mem;     /* this rank's registration */
@@ -68,7 +68,7 @@ typedef struct mpccl_reg {
     void *base;
     size_t size;
     mpccl_ucx_mem_t mem;     /* host comms */
-    void *gpu;               /* GPU comms: IPC export of the allocation (onesided_register_gpu.c) */
+    void *gpu;               /* GPU comms: IPC export of the allocation (gpu_win_register.c) */
     uint64_t *peer_base;     /* GPU comms with flat kernels: [nranks] the allocation's base in each
                               * peer's address space (0: not mapped there) */
     struct mpccl_reg *next;
@@ -145,7 +145,7 @@ mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, s
 mpccl_status_t mpccl_wait_signal(int ndesc, const ncclWaitSignalDesc_t *descs, ncclComm_t comm,
                                  cudaStream_t stream);
 
-/* onesided_host.c: host communicators (UCX RMA).  Setup functions are
+/* host_win.c: host communicators (UCX RMA).  Setup functions are
  * collective and agree on failure. */
 mpccl_status_t mpccl_host_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
 void mpccl_host_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
@@ -170,7 +170,7 @@ mpccl_status_t mpccl_host_reg_export(ncclComm_t comm, mpccl_reg_t *r);
 void mpccl_host_reg_free(ncclComm_t comm, mpccl_reg_t *r);
 
 #ifdef MPCCL_HAVE_CUDA
-/* onesided_gpu.c: GPU communicators (peers on this node). */
+/* gpu_win.c: GPU communicators (peers on this node). */
 mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
 void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
 /* This rank's signal counters (device memory). */
@@ -191,9 +191,9 @@ mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t byt
                                     cudaStream_t stream);
 mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
                                      cudaStream_t stream);
-/* Before windows go: deliveries from other nodes stop (onesided_remote.c). */
+/* Before windows go: deliveries from other nodes stop (gpu_win_remote.c). */
 void mpccl_gpu_win_stop(ncclComm_t comm);
-/* onesided_register_gpu.c: exports r's allocation and, on communicators with flat
+/* gpu_win_register.c: exports r's allocation and, on communicators with flat
  * kernels, maps it into every peer process. */
 mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r);
 void mpccl_gpu_reg_free(ncclComm_t comm, mpccl_reg_t *r);
