@@ -20,7 +20,7 @@ ncclComm_t mpccl_comm_alloc(void)
     if (!comm) return NULL;
     comm->magic = MPCCL_COMM_MAGIC;
     comm->cuda_dev = -1;
-    comm->exec = &mpccl_host_executor; /* until setup picks one */
+    comm->exec = mpccl_exec_host(); /* until setup picks one */
     comm->state = MPCCL_COMM_INITIALIZING;
     comm->async_error = ncclSuccess;
     pthread_mutex_init(&comm->redop_lock, NULL);
@@ -127,9 +127,9 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     mpccl_comm_fail_attach(comm);
     MPCCL_CHECK_GOTO(agree_on_device(comm, cuda_dev), st, out);
     if (comm->cuda_dev >= 0) {
-        comm->exec = mpccl_gpu_executor();
+        comm->exec = mpccl_exec_gpu();
         if (!comm->exec) {
-            comm->exec = &mpccl_host_executor;
+            comm->exec = mpccl_exec_host();
             st = mpccl_fail(MPCCL_ERR_INTERNAL, "a CUDA device in a build without CUDA");
             goto out;
         }
@@ -287,12 +287,12 @@ void mpccl_comm_set_error(ncclComm_t comm, mpccl_status_t st)
  * current device, as in NCCL. */
 int mpccl_comm_device_for_init(void)
 {
-    const mpccl_executor_t *gpu = mpccl_gpu_executor();
+    const mpccl_executor_t *gpu = mpccl_exec_gpu();
     return gpu ? gpu->current_device() : -1;
 }
 
 mpccl_status_t mpccl_comm_enter_device(int cuda_dev)
 {
-    const mpccl_executor_t *gpu = mpccl_gpu_executor();
+    const mpccl_executor_t *gpu = mpccl_exec_gpu();
     return gpu && cuda_dev >= 0 ? gpu->enter_device(cuda_dev) : MPCCL_OK;
 }

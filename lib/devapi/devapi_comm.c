@@ -26,6 +26,7 @@
 #include "gpu/gpu_cuda_rt.h"
 #include "gpu/gpu_comm.h"
 #include "gpu/gpu_ipc.h"
+#include "gpu/gpu_win.h"
 #endif
 
 #define MPCCL_DEVCOMM_MAGIC 0x6d7063636c646576ULL /* "mpccldev" */

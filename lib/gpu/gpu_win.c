@@ -24,7 +24,7 @@
 #include "nccl_device/core.h"
 #include "gpu/gpu_win_remote.h"
 #include "gpu/gpu_win_rma.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win.h"
 
 struct mpccl_win_gpu {
     void *area;             /* device: counters [nsig_words] then expected [nsig_words] */

@@ -24,7 +24,7 @@
 #include "kernels/gpu_win_remote.h"
 #include "util/log.h"
 #include "gpu/gpu_win_rma.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win.h"
 
 struct mpccl_os_remote {
     pthread_mutex_t mu;      /* deliveries against close */

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "kernels/gpu_win_remote.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win.h"
 #include "ucx/ucx.h"
 #include "ucx/ucx_rma.h"
 #include "util/config.h"

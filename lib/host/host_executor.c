@@ -11,7 +11,7 @@
 #include "core/comm_fail.h"
 #include "core/group.h"
 #include "host/host_exec.h"
-#include "onesided/onesided_win.h"
+#include "host/host_win.h"
 #include "util/clock.h"
 #include "util/config.h"
 
@@ -305,7 +305,7 @@ static mpccl_status_t host_can_suspend(ncclComm_t comm, const char *fn)
     return MPCCL_OK;
 }
 
-const mpccl_executor_t mpccl_host_executor = {
+static const mpccl_executor_t host_executor = {
     .name = "host",
     .memory = "host",
     .current_device = host_current_device,
@@ -339,3 +339,9 @@ const mpccl_executor_t mpccl_host_executor = {
     .can_shrink = host_can_shrink,
     .can_suspend = host_can_suspend,
 };
+
+/* When the library loads (core/exec.h). */
+__attribute__((constructor)) static void register_host_executor(void)
+{
+    mpccl_exec_register(&host_executor, 0);
+}

@@ -54,6 +54,8 @@ END {
             gsub(/"([^"\\]|\\.)*"/, "", l)
             while (match(l, /[A-Za-z_][A-Za-z0-9_]*/)) {
                 t = substr(l, RSTART, RLENGTH); l = substr(l, RSTART + RLENGTH)
+                if (t == "struct" || t == "union" || t == "enum") { tag = 1; continue }
+                if (tag) { tag = 0; continue } # a tag names a type, not a function
                 if ((t in def) && !(t in dup) && folder(def[t]) != ff && !((f, t) in seen)) {
                     seen[f, t] = 1
                     edge("call", ff, folder(def[t]), f, t)
