@@ -11,6 +11,7 @@
 #include "core/comm_hier.h"
 #include "core/group.h"
 #include "core/topo.h"
+#include "ucx/ucx.h"
 #include "core/comm_hooks.h"
 #include "util/log.h"
 

@@ -22,6 +22,7 @@
 #include "proxy_test_heap.h"
 #include "util/status.h"
 #include "core/transport.h"
+#include "ucx/ucx.h"
 
 #define MAXR 8
 
