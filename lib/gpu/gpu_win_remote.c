@@ -21,7 +21,7 @@
 #include "util/config.h"
 #include "gpu/gpu_cuda_rt.h"
 #include "gpu/gpu_proxy_work.h"
-#include "kernels/gpu_win_remote.h"
+#include "kernels/onesided_remote.h"
 #include "util/log.h"
 #include "gpu/gpu_win_rma.h"
 #include "gpu/gpu_win.h"

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/gpu_win_remote.h"
+#include "kernels/onesided_remote.h"
 #include "gpu/gpu_win.h"
 #include "ucx/ucx.h"
 #include "ucx/ucx_rma.h"
