@@ -33,7 +33,6 @@ lib/ucx/ucx_rma.h core
 lib/kernels/onesided.cu gpu
 lib/kernels/onesided_remote.cu gpu
 lib/devapi/devapi_comm.c api
-lib/gpu/gpu_memalloc.c api
 "
 
 for d in "$lib"/*/; do
