@@ -30,8 +30,6 @@ rank() {
 allowed_up="
 lib/ucx/ucx.h core
 lib/ucx/ucx_rma.h core
-lib/kernels/onesided.cu gpu
-lib/kernels/onesided_remote.cu gpu
 lib/devapi/devapi_comm.c api
 "
 
