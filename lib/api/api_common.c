@@ -60,3 +60,10 @@ MPCCL_EXPORT void mpcclPrintConfig(void)
 {
     mpccl_config_print(stdout);
 }
+
+/* NCCL exports this (deprecated): re-reads the debug settings from the
+ * environment, e.g. after a program changed NCCL_DEBUG. */
+MPCCL_API(void, ncclResetDebugInit, void)
+{
+    mpccl_log_reset();
+}

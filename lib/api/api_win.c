@@ -8,6 +8,7 @@
 #include "api/api_check.h"
 #include "api/api_check_win.h"
 #include "core/group.h"
+#include "util/datatype.h"
 #include "onesided/onesided_win.h"
 
 MPCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size, void **handle)
@@ -133,11 +134,31 @@ MPCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, vo
     return mpccl_result(st);
 }
 
+/* The checks of ncclPutSignal (has_data) and ncclSignal, then the call. */
+static mpccl_status_t put_signal(const char *fn, int has_data, const void *buf, size_t count, ncclDataType_t dt,
+                                 int peer, ncclWindow_t handle, size_t offset, int sig, int ctx, unsigned flags,
+                                 ncclComm_t comm, cudaStream_t stream)
+{
+    MPCCL_CHECK(mpccl_check_comm_live(fn, comm));
+    struct mpccl_win *win = NULL;
+    if (has_data) MPCCL_CHECK(mpccl_check_put(comm, buf, count, dt, peer, handle, offset, sig, ctx, flags, &win));
+    else MPCCL_CHECK(mpccl_check_signal(fn, comm, peer, sig, ctx, flags));
+    size_t bytes = has_data ? count * mpccl_dtype_size(dt) : 0;
+    return mpccl_put_signal(fn, comm, buf, bytes, peer, win, offset, sig, ctx, stream);
+}
+
+static mpccl_status_t wait_signal(int ndesc, const ncclWaitSignalDesc_t *descs, ncclComm_t comm, cudaStream_t stream)
+{
+    MPCCL_CHECK(mpccl_check_comm_live("ncclWaitSignal", comm));
+    MPCCL_CHECK(mpccl_check_wait(comm, ndesc, descs));
+    return mpccl_wait_signal(ndesc, descs, comm, stream);
+}
+
 MPCCL_API(ncclResult_t, ncclPutSignal, const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
           cudaStream_t stream)
 {
-    return mpccl_result(mpccl_put_signal("ncclPutSignal", 1, localbuff, count, datatype, peer, peerWin,
+    return mpccl_result(put_signal("ncclPutSignal", 1, localbuff, count, datatype, peer, peerWin,
                                          peerWinOffset, sigIdx, ctx, flags, comm, stream));
 }
 
@@ -145,13 +166,13 @@ MPCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int 
           cudaStream_t stream)
 {
     return mpccl_result(
-        mpccl_put_signal("ncclSignal", 0, NULL, 0, ncclInt8, peer, NULL, 0, sigIdx, ctx, flags, comm, stream));
+        put_signal("ncclSignal", 0, NULL, 0, ncclInt8, peer, NULL, 0, sigIdx, ctx, flags, comm, stream));
 }
 
 MPCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
           cudaStream_t stream)
 {
-    return mpccl_result(mpccl_wait_signal(nDesc, signalDescs, comm, stream));
+    return mpccl_result(wait_signal(nDesc, signalDescs, comm, stream));
 }
 
 /* Fields beyond the caller's size (an older header) are left alone. */

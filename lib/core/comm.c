@@ -14,10 +14,10 @@
 #include "core/comm_hier.h"
 #include "core/group.h"
 #include "core/topo.h"
-#include "devapi/devapi_comm.h"
-#include "onesided/onesided_win.h"
 #include "util/clock.h"
 #include "util/keyed_hash.h"
+#include "ucx/ucx.h"
+#include "core/comm_hooks.h"
 #include "util/log.h"
 
 ncclComm_t mpccl_comm_alloc(void)
@@ -26,10 +26,11 @@ ncclComm_t mpccl_comm_alloc(void)
     if (!comm) return NULL;
     comm->magic = MPCCL_COMM_MAGIC;
     comm->cuda_dev = -1;
-    comm->exec = &mpccl_host_executor; /* until setup picks one */
+    comm->exec = mpccl_exec_host(); /* until setup picks one */
     comm->state = MPCCL_COMM_INITIALIZING;
     comm->async_error = ncclSuccess;
     pthread_mutex_init(&comm->redop_lock, NULL);
+    pthread_mutex_init(&comm->hook_lock, NULL);
     mpccl_comm_async_init(comm);
     return comm;
 }
@@ -147,9 +148,9 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     mpccl_comm_fail_attach(comm);
     MPCCL_CHECK_GOTO(agree_on_device(comm, cuda_dev), st, out);
     if (comm->cuda_dev >= 0) {
-        comm->exec = mpccl_gpu_executor();
+        comm->exec = mpccl_exec_gpu();
         if (!comm->exec) {
-            comm->exec = &mpccl_host_executor;
+            comm->exec = mpccl_exec_host();
             st = mpccl_fail(MPCCL_ERR_INTERNAL, "a CUDA device in a build without CUDA");
             goto out;
         }
@@ -176,8 +177,9 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     mpccl_comm_fail_release(comm); /* first: no failure reported on comm from here */
     mpccl_check_release(comm);
     mpccl_comm_hier_release(comm, force || comm->aborting); /* their launches ran on comm's behalf */
-    mpccl_devcomm_release_all(comm);
-    mpccl_win_release(comm); /* before the transport: remote keys live on its endpoints */
+    /* Device communicators, then windows: before the transport, since remote
+     * keys live on its endpoints. */
+    mpccl_comm_hooks_release(comm);
     /* Before the transport: the GPU executor's proxy drives it. */
     comm->exec->release(comm, force);
     /* Ranks of one process are destroyed one after another by one thread: a
@@ -193,6 +195,7 @@ void mpccl_comm_release(ncclComm_t comm, int force)
     free(comm->p2p_send_seq);
     free(comm->p2p_recv_seq);
     pthread_mutex_destroy(&comm->redop_lock);
+    pthread_mutex_destroy(&comm->hook_lock);
     mpccl_comm_async_destroy(comm);
     comm->magic = MPCCL_COMM_DEAD;
     free(comm);
@@ -203,7 +206,7 @@ void mpccl_comm_finalize(ncclComm_t comm)
     /* Host operations are complete when their call returns; what is left to
      * flush is the network: release windows (their UCX keys belong to the
      * transport's worker), then close the transport gracefully. */
-    mpccl_win_release(comm);
+    mpccl_comm_hooks_finalize(comm);
     mpccl_comm_hier_finalize(comm);
     /* The executor lets go of the transport (the GPU proxy thread drives it
      * for proxied peers, and would progress a closed one otherwise). */
@@ -323,12 +326,12 @@ void mpccl_comm_set_error(ncclComm_t comm, mpccl_status_t st)
  * current device, as in NCCL. */
 int mpccl_comm_device_for_init(void)
 {
-    const mpccl_executor_t *gpu = mpccl_gpu_executor();
+    const mpccl_executor_t *gpu = mpccl_exec_gpu();
     return gpu ? gpu->current_device() : -1;
 }
 
 mpccl_status_t mpccl_comm_enter_device(int cuda_dev)
 {
-    const mpccl_executor_t *gpu = mpccl_gpu_executor();
+    const mpccl_executor_t *gpu = mpccl_exec_gpu();
     return gpu && cuda_dev >= 0 ? gpu->enter_device(cuda_dev) : MPCCL_OK;
 }

@@ -29,6 +29,8 @@ typedef struct mpccl_redop_slot {
 
 typedef enum { MPCCL_COMM_INITIALIZING = 0, MPCCL_COMM_READY, MPCCL_COMM_FINALIZED, MPCCL_COMM_FAILED } mpccl_comm_state_t;
 
+#define MPCCL_COMM_MAX_HOOKS 4 /* windows and device communicators today */
+
 struct ncclComm {
     uint64_t magic;
     int rank, nranks;
@@ -67,6 +69,11 @@ struct ncclComm {
     int revoked;                   /* ncclCommRevoke: only shrink, queries and teardown remain */
     int suspended;                 /* ncclCommSuspend until ncclCommResume */
     struct mpccl_devcomm *devcomms; /* ncclDevCommCreate records (devapi_comm.c) */
+    /* What the layers above keep for this communicator is stopped, finalized
+     * and released through these (comm_hooks.h), in their order. */
+    const struct mpccl_comm_hook *hooks[MPCCL_COMM_MAX_HOOKS];
+    int nhooks;
+    pthread_mutex_t hook_lock;
     struct mpccl_fail_state *fail;  /* failure state, peers, revoke (comm_fail.c); NULL before setup */
     struct mpccl_hier *hier;        /* node and rail children of a GPU communicator spanning nodes (comm_hier.h); NULL if none */
     const int *parent_ranks;        /* such a child: each of its ranks' rank in the parent (messages name those); else NULL */

@@ -123,9 +123,14 @@ struct mpccl_executor {
 
 typedef struct mpccl_executor mpccl_executor_t;
 
-/* The host executor (lib/host/host_executor.c): schedules over the transport. */
-extern const mpccl_executor_t mpccl_host_executor;
-/* The GPU executor (lib/gpu/gpu_exec.c); NULL in a build without CUDA. */
-const mpccl_executor_t *mpccl_gpu_executor(void);
+/* The executors of this build (exec.c).  Each registers itself when the
+ * library loads (a constructor in lib/host/host_executor.c and
+ * lib/gpu/gpu_exec.c), so the core picks one without naming the layers
+ * above it.  gpu: 1 for the GPU executor, 0 for the host one. */
+void mpccl_exec_register(const mpccl_executor_t *e, int gpu);
+/* The host executor: schedules over the transport. */
+const mpccl_executor_t *mpccl_exec_host(void);
+/* The GPU executor; NULL in a build without CUDA. */
+const mpccl_executor_t *mpccl_exec_gpu(void);
 
 #endif

@@ -21,7 +21,7 @@ static inline uint64_t mpccl_tag_seq(int sender, uint64_t seq)
     return ((uint64_t)sender << MPCCL_TAG_RANK_SHIFT) | seq;
 }
 
-/* The proxy (lib/gpu/gpu_proxy.h): bits 39..38 = 3, bits 37..30 the channel g
+/* The proxy (lib/proxy/proxy.h): bits 39..38 = 3, bits 37..30 the channel g
  * (a CTA index, 0x80 | a CTA index for whole messages, 0xfe the one-sided
  * channel), bits 29..0 the piece. */
 #define MPCCL_TAG_PROXY (3ULL << 38)

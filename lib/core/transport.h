@@ -118,13 +118,4 @@ struct mpccl_transport {
  * revoke's, equally out of every other message's reach. */
 #define MPCCL_WIREUP_NOTE_TAG(sender) (((uint64_t)(sender) << 40) | 0xfffffffffdULL)
 
-/* UCX (lib/ucx/): collective over bs; connects every pair of ranks. */
-mpccl_status_t mpccl_ucx_transport_create(mpccl_bootstrap_t *bs, mpccl_transport_t **out);
-/* The same, telling which peers run on this machine (same_machine[peer] = 1;
- * NULL: none known): with MPCCL_UCX_ERR_MODE=auto those connect without UCX's
- * peer failure detection, so UCX may use shared memory (the peer watcher
- * detects their death instead). */
-mpccl_status_t mpccl_ucx_transport_create_local(mpccl_bootstrap_t *bs, const unsigned char *same_machine,
-                                                mpccl_transport_t **out);
-
 #endif

@@ -14,10 +14,10 @@
 #include "api/api.h"
 #include "api/api_check.h"
 #include "core/comm.h"
+#include "core/comm_hooks.h"
 #include "devapi/devapi_comm.h"
 #include "core/group.h"
 #include "util/log.h"
-#include "devapi/devapi_lsa_team.h"
 #include "devapi/devapi_reqs.h"
 #include "nccl_device/core.h"
 #include "onesided/onesided_win.h"
@@ -26,6 +26,7 @@
 #include "gpu/gpu_cuda_rt.h"
 #include "gpu/gpu_comm.h"
 #include "gpu/gpu_ipc.h"
+#include "gpu/gpu_win.h"
 #endif
 
 #define MPCCL_DEVCOMM_MAGIC 0x6d7063636c646576ULL /* "mpccldev" */
@@ -44,39 +45,6 @@ struct mpccl_devcomm {
 #endif
 };
 
-/* ---- LSA team --------------------------------------------------------------------------- */
-
-#ifdef MPCCL_HAVE_CUDA
-mpccl_status_t mpccl_lsa_setup(ncclComm_t comm, const mpccl_dev_link_t *links)
-{
-    int n = comm->nranks, me = comm->rank;
-    int32_t *runs = calloc((size_t)n * 2, sizeof(int32_t));
-    unsigned char *reach = calloc((size_t)n, 1);
-    if (!runs || !reach) {
-        free(runs);
-        free(reach);
-        return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the LSA team");
-    }
-    for (int r = 0; r < n; r++) reach[r] = links[r].kind == MPCCL_LINK_NVLINK;
-    mpccl_lsa_candidate(n, me, reach, &runs[2 * me], &runs[2 * me + 1]);
-    mpccl_status_t st = mpccl_bootstrap_allgather(&comm->bs, runs, 2 * sizeof(int32_t));
-    if (st == MPCCL_OK) {
-        mpccl_lsa_pick(n, me, runs, &comm->lsa_first, &comm->lsa_size);
-        comm->lsa_uniform = 1; /* every rank's team from the same runs: the same answer everywhere */
-        for (int r = 0; r < n; r++) {
-            int f, sz;
-            mpccl_lsa_pick(n, r, runs, &f, &sz);
-            if (sz != comm->lsa_size) comm->lsa_uniform = 0;
-        }
-    }
-    free(runs);
-    free(reach);
-    MPCCL_CHECK(st);
-    MPCCL_INFO(MPCCL_SUB_INIT, "comm 0x%llx: LSA team of rank %d is ranks %d..%d", (unsigned long long)comm->id, me,
-               comm->lsa_first, comm->lsa_first + comm->lsa_size - 1);
-    return MPCCL_OK;
-}
-#endif
 
 static ncclTeam_t team_or_self(ncclComm_t comm, int first, int size, int stride)
 {
@@ -328,6 +296,12 @@ typedef struct devcomm_job {
     ncclDevComm_t *out;
 } devcomm_job_t;
 
+/* Device communicators go first when their communicator is released, and
+ * kernels waiting in their barriers are told to give up when it fails
+ * (comm_hooks.h). */
+static const struct mpccl_comm_hook devcomm_hook = {
+    .name = "device communicators", .order = 10, .stop = mpccl_devcomm_stop_all, .release = mpccl_devcomm_release_all};
+
 static mpccl_status_t devcomm_create(ncclComm_t comm, mpccl_status_t local, uint32_t nb, ncclDevComm_t *out)
 {
     static const char fn[] = "ncclDevCommCreate";
@@ -357,6 +331,11 @@ static mpccl_status_t devcomm_create(ncclComm_t comm, mpccl_status_t local, uint
     st = mpccl_win_agree(comm, d ? MPCCL_OK : mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory"), fn);
     if (st == MPCCL_OK) st = devcomm_build(comm, nb, d);
     mpccl_cuda_restore_device(saved);
+    if (st != MPCCL_OK) {
+        devcomm_free(comm, d);
+        return st;
+    }
+    st = mpccl_comm_hook_add(comm, &devcomm_hook);
     if (st != MPCCL_OK) {
         devcomm_free(comm, d);
         return st;

@@ -10,16 +10,16 @@
 
 #include "core/comm.h"
 #include "core/hang_report.h"
-#include "devapi/devapi_comm.h"
+#include "core/comm_hooks.h"
 #include "gpu/gpu_launch.h"
-#include "gpu/gpu_proxy_wake.h"
+#include "proxy/proxy_wake.h"
 #include "util/log.h"
 
 void mpccl_gpu_comm_stop(struct ncclComm *comm)
 {
     if (!comm) return;
     mpccl_gpu_abort_raise(mpccl_gpu_abort_ctl(comm));
-    mpccl_devcomm_stop_all(comm);
+    mpccl_comm_hooks_stop(comm); /* kernels waiting in device communicators' barriers */
     mpccl_proxy_wake(); /* proxy-driven steps see the stopped kernels' ends */
 }
 

@@ -9,6 +9,7 @@
  * pair in a POSIX shared memory segment created by the receiver. */
 #define _GNU_SOURCE
 #include "gpu/gpu_comm.h"
+#include "gpu/gpu_path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -355,13 +356,18 @@ static mpccl_status_t p2p_row(const mpccl_gpu_comm_t *g, const mpccl_topo_t *top
     return MPCCL_OK;
 }
 
+/* The path rank a takes to rank b (gpu_path.h).  A rank's link to itself is a
+ * loopback inside its own mailbox: ncclSend / ncclRecv to oneself go through
+ * the same protocol as any peer. */
+static const mpccl_gpu_path_t *path_of(const mpccl_topo_t *topo, const unsigned char *rows, int n, int a, int b)
+{
+    const mpccl_gpu_pair_t p = {.topo = topo, .p2p = rows, .n = n, .a = a, .b = b};
+    return mpccl_gpu_path_pick(&p);
+}
+
 static uint32_t link_kind(const mpccl_topo_t *topo, const unsigned char *rows, int n, int a, int b)
 {
-    /* A rank's link to itself is a loopback inside its own mailbox: ncclSend /
-     * ncclRecv to oneself go through the same protocol as any peer. */
-    if (a == b) return MPCCL_LINK_NVLINK;
-    if (topo->node_of[a] != topo->node_of[b]) return MPCCL_LINK_PROXY;
-    return rows[(size_t)a * (n + 1) + b] && rows[(size_t)b * (n + 1) + a] ? MPCCL_LINK_NVLINK : MPCCL_LINK_HOST;
+    return path_of(topo, rows, n, a, b)->link;
 }
 
 /* Index of `peer` among the NVLINK peers of `owner` (rank order), and their count. */
@@ -415,13 +421,18 @@ static mpccl_status_t build_mailbox(mpccl_gpu_comm_t *g, const layout_t *l, int 
     return mpccl_ipc_export(g->mailbox, g->mailbox_bytes, &g->peer_desc[g->rank]);
 }
 
-/* Maps every same-node peer's side of our links and fills links_host. */
+/* Chooses each peer's path once (gpu_path.h), maps every same-node peer's
+ * side of our links and fills links_host. */
 static mpccl_status_t map_peers(mpccl_gpu_comm_t *g, const mpccl_topo_t *topo, const unsigned char *rows,
                                 const layout_t *l, int phase)
 {
     int n = g->nranks, me = g->rank;
     for (int j = 0; j < n; j++) {
-        uint32_t kind = link_kind(topo, rows, n, me, j);
+        if (phase == 0) {
+            g->peer_path[j] = path_of(topo, rows, n, me, j);
+            g->proxy_peers += g->peer_path[j]->link == MPCCL_LINK_PROXY;
+        }
+        uint32_t kind = g->peer_path[j]->link;
         if (kind == MPCCL_LINK_HOST) {
             char name[64];
             if (phase == 0) { /* receiver side: create the segment for j -> me */
@@ -453,7 +464,8 @@ static mpccl_status_t alloc_host_state(mpccl_gpu_comm_t *g)
     g->peer_mailbox = calloc(n, sizeof(void *));
     g->seg_rx = calloc(n, sizeof(void *));
     g->seg_tx = calloc(n, sizeof(void *));
-    if (!g->links_host || !g->peer_desc || !g->peer_mailbox || !g->seg_rx || !g->seg_tx)
+    g->peer_path = calloc(n, sizeof(*g->peer_path));
+    if (!g->links_host || !g->peer_desc || !g->peer_mailbox || !g->seg_rx || !g->seg_tx || !g->peer_path)
         return mpccl_fail(MPCCL_ERR_SYSTEM, "GPU communicator: out of memory for %d ranks", g->nranks);
     return MPCCL_OK;
 }
@@ -669,5 +681,6 @@ void mpccl_gpu_comm_destroy(mpccl_gpu_comm_t *g)
     free(g->seg_tx);
     for (int i = 0; i < g->n_fd_peers; i++) mpccl_fdpass_forget((pid_t)g->fd_peers[i]);
     free(g->fd_peers);
+    free(g->peer_path);
     free(g);
 }

@@ -46,6 +46,8 @@ typedef struct mpccl_gpu_comm {
     int direct;                  /* this rank's slots to other nodes will be device memory
                                   * (GPU-direct, gpu_proxy_mem.c): its geometry proposal */
     mpccl_dev_link_t *links_host; /* [nranks] host copy; PROXY entries are the proxy's to fill */
+    const struct mpccl_gpu_path **peer_path; /* [nranks] each peer's path, chosen at creation (gpu_path.h) */
+    int proxy_peers;              /* peers whose path is the proxy (other nodes) */
     mpccl_dev_comm_t *dcomm;      /* device copy of the communicator (mpccl_gpu_comm_commit) */
     mpccl_dev_link_t *dlinks;     /* device copy of links_host, dcomm->links */
     uint32_t *tx_seq, *rx_seq, *tx_acked; /* device, [nranks][nctas], zeroed at creation */

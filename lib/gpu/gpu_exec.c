@@ -1,6 +1,6 @@
 /* The GPU executor: its table (core/exec.h), and how a group's GPU calls
  * become launches.  Built in every build: without CUDA there is no GPU
- * executor (mpccl_gpu_executor returns NULL). */
+ * executor (none registers: mpccl_exec_gpu returns NULL). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +14,7 @@
 #include "gpu/gpu_cuda_rt.h"
 #include "gpu/gpu_abort.h"
 #include "gpu/gpu_launch.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win.h"
 #include "util/log.h"
 
 /* A communicator's p2p calls of a group: one launch when its call table holds
@@ -193,16 +193,10 @@ static const mpccl_executor_t gpu_executor = {
     .describe = mpccl_gpu_comm_describe,
 };
 
-const mpccl_executor_t *mpccl_gpu_executor(void)
+/* When the library loads (core/exec.h). */
+__attribute__((constructor)) static void register_gpu_executor(void)
 {
-    return &gpu_executor;
-}
-
-#else
-
-const mpccl_executor_t *mpccl_gpu_executor(void)
-{
-    return NULL;
+    mpccl_exec_register(&gpu_executor, 1);
 }
 
 #endif

@@ -16,7 +16,7 @@
 #include "gpu/gpu_ipc.h"
 #include "kernels/flat.h"
 #include "util/log.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win.h"
 
 /* Settings every rank must share: rank 0's win. */
 typedef struct {

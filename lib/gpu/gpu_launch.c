@@ -9,23 +9,24 @@
 
 #include "util/config.h"
 #include "gpu/gpu_cuda_rt.h"
-#include "devapi/devapi_comm.h"
+#include "gpu/gpu_lsa.h"
 #include "gpu/gpu_abort.h"
 #include "gpu/gpu_comm.h"
 #include "gpu/gpu_flat.h"
 #include "gpu/gpu_hier.h"
 #include "gpu/gpu_kernels_load.h"
 #include "gpu/gpu_launch.h"
+#include "gpu/gpu_path.h"
 #include "algo/algo.h"
-#include "gpu/gpu_plan.h"
-#include "gpu/gpu_plan_small.h"
+#include "kernels/plan.h"
+#include "kernels/plan_small.h"
 #include "gpu/gpu_proxy_mem.h"
 #include "gpu/gpu_proxy_work.h"
 #include "kernels/engine.h"
 #include "util/log.h"
-#include "onesided/onesided_remote.h"
-#include "onesided/onesided_rma.h"
-#include "gpu/gpu_proxy.h"
+#include "gpu/gpu_win_remote.h"
+#include "gpu/gpu_win_rma.h"
+#include "proxy/proxy.h"
 #include "gpu/gpu_proxy_mem.h"
 #include "gpu/gpu_shared.h"
 #include "gpu/gpu_state.h"
@@ -48,14 +49,15 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     comm->gpu = s;
     MPCCL_CHECK_GOTO(mpccl_cuda_push_device(comm->cuda_dev, &saved), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_kernels_load(comm->cuda_dev), st, out);
-    if (comm->topo.nnodes > 1) s->net = mpccl_gpu_proxy_net(comm->cuda_dev, s->net_why, sizeof(s->net_why));
+    int proxied = mpccl_gpu_path_needs_proxy(&comm->topo, comm->rank);
+    if (proxied) s->net = mpccl_gpu_proxy_net(comm->cuda_dev, s->net_why, sizeof(s->net_why));
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_create(&comm->bs, &comm->topo, comm->cuda_dev, s->net, &s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_abort_create(&s->g->abort), st, out);
     /* Between nodes the engine needs the proxy from the start; a node's peers
      * without P2P need it only for one-sided operations, so it waits for the
      * first window (mpccl_gpu_onesided_channel): until then the communicator
      * can be shrunk. */
-    if (comm->topo.nnodes > 1) MPCCL_CHECK_GOTO(mpccl_gpu_attach_proxy(comm, s), st, out);
+    if (proxied) MPCCL_CHECK_GOTO(mpccl_gpu_attach_proxy(comm, s), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_comm_commit(s->g), st, out);
     MPCCL_CHECK_GOTO(mpccl_flat_create(&comm->bs, &comm->topo, s->g, &s->flat), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_hier_create(comm, &s->hier), st, out);
@@ -270,7 +272,7 @@ static void keep_plan(ncclComm_t comm, mpccl_gpu_state_t *s, plan_entry_t *e)
  * remote peer (es bytes per element), which it posts to the proxy. */
 static mpccl_status_t count_pieces(ncclComm_t comm, const mpccl_gpu_state_t *s, plan_entry_t *e, uint32_t es)
 {
-    if (comm->topo.nnodes == 1) return MPCCL_OK;
+    if (!s->g->proxy_peers) return MPCCL_OK;
     /* Small calls between nodes: the one-CTA kernel where the plan fits it
      * (chosen once per plan: a plan's counters belong to one kernel). */
     if (mpccl_config_int("ENGINE_SMALL") != 0 &&
@@ -552,7 +554,7 @@ static mpccl_status_t launch_engine(ncclComm_t comm, mpccl_gpu_state_t *s, mpccl
 {
     mpccl_proxy_work_token_t tok;
     mpccl_proxy_work_args_t pa;
-    if (comm->topo.nnodes == 1) return mpccl_engine_launch(a, s->g->nctas, stream);
+    if (!s->g->proxy_peers) return mpccl_engine_launch(a, s->g->nctas, stream);
     MPCCL_CHECK(mpccl_proxy_work_begin(&s->work, stream, MPCCL_PROXY_WORK_ENGINE, gp->due, gp->ndue, &pa, &tok));
     mpccl_status_t st;
     if (gp->small) {

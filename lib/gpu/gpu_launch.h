@@ -9,7 +9,7 @@
 
 #ifdef MPCCL_HAVE_CUDA
 #include "kernels/devplan.h"
-#include "gpu/gpu_proxy.h"
+#include "proxy/proxy.h"
 
 struct mpccl_os_remote;
 

@@ -4,12 +4,13 @@
  * POSIX file descriptor where the device supports it, mapped read-write for
  * the current device and every device with peer access to it.  Devices without
  * VMM get cudaMalloc memory, as NCCL does.  Without CUDA both calls report that
- * the library was built without it. */
-#include "api/api.h"
-#include "gpu/gpu_cuda_rt.h"
-#include "util/log.h"
+ * the library was built without it (api/api_memalloc.c, the entry points). */
+#include "build_config.h"
 
 #ifdef MPCCL_HAVE_CUDA
+#include "gpu/gpu_cuda_rt.h"
+#include "gpu/gpu_memalloc.h"
+#include "util/log.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -98,7 +99,7 @@ release:
     return st;
 }
 
-static mpccl_status_t mem_alloc(void **ptr, size_t size)
+mpccl_status_t mpccl_gpu_mem_alloc(void **ptr, size_t size)
 {
     int dev;
     MPCCL_CUDA_CHECK(cudaGetDevice(&dev));
@@ -158,7 +159,7 @@ static mpccl_status_t mem_alloc(void **ptr, size_t size)
     return MPCCL_OK;
 }
 
-static mpccl_status_t mem_free(void *ptr)
+mpccl_status_t mpccl_gpu_mem_free(void *ptr)
 {
     pthread_mutex_lock(&blocks_mu);
     mem_block_t **pp = &blocks;
@@ -185,37 +186,6 @@ static mpccl_status_t mem_free(void *ptr)
     }
     free(b);
     return st;
-}
-
-MPCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
-{
-    if (ptr == NULL || size == 0)
-        return mpccl_result(mpccl_fail(MPCCL_ERR_ARG, "ncclMemAlloc: %s", ptr == NULL ? "argument ptr is NULL"
-                                                                                    : "size is 0"));
-    return mpccl_result(mem_alloc(ptr, size));
-}
-
-MPCCL_API(ncclResult_t, ncclMemFree, void *ptr)
-{
-    if (ptr == NULL) return ncclSuccess; /* like free(NULL) and NCCL */
-    return mpccl_result(mem_free(ptr));
-}
-
-#else /* no CUDA */
-
-#define MPCCL_NO_CUDA "this libmpccl was built without CUDA"
-
-MPCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
-{
-    (void)ptr;
-    (void)size;
-    return mpccl_api_unsupported("ncclMemAlloc", MPCCL_NO_CUDA);
-}
-
-MPCCL_API(ncclResult_t, ncclMemFree, void *ptr)
-{
-    (void)ptr;
-    return mpccl_api_unsupported("ncclMemFree", MPCCL_NO_CUDA);
 }
 
 #endif

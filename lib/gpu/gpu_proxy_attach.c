@@ -16,7 +16,7 @@
 #include "util/cpu_affinity.h"
 #include "util/log.h"
 
-/* Lanes of the proxy (gpu_proxy.h) this rank asks for: MPCCL_PROXY_LANES, or
+/* Lanes of the proxy (proxy.h) this rank asks for: MPCCL_PROXY_LANES, or
  * where every peer is on another node and no NIC moves GPU memory itself
  * (GPUDirect RDMA: UCX's zero-copy needs no CPU per byte), one per CTA up to
  * 4.  Over TCP one connection and the thread copying its bytes cap the

@@ -5,7 +5,7 @@
 #define MPCCL_GPU_PROXY_MEM_H
 
 #include "core/comm.h"
-#include "gpu/gpu_proxy.h"
+#include "proxy/proxy.h"
 
 /* How device dev's pieces will go to other nodes, decided once when a GPU
  * communicator spanning nodes is set up (mpccl_gpu_comm_create's geometry

@@ -1,5 +1,5 @@
 /* Launches that need the proxy thread announce themselves, so the proxy can
- * sleep while none is in flight (gpu_proxy.h, mpccl_proxy_post_pieces for the
+ * sleep while none is in flight (proxy.h, mpccl_proxy_post_pieces for the
  * engine's, mpccl_proxy_post for puts).  Eagerly, the host posts the launch
  * just before it enqueues the kernel.  Inside a CUDA
  * graph capture nothing runs at enqueue time, so a host node of the graph
@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 #include <cuda_runtime_api.h>
-#include "gpu/gpu_proxy.h"
+#include "proxy/proxy.h"
 #include "util/status.h"
 
 typedef struct mpccl_proxy_post_arg mpccl_proxy_post_arg_t;

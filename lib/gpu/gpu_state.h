@@ -12,11 +12,11 @@
 #include "algo/algo.h"
 #include "gpu/gpu_comm.h"
 #include "gpu/gpu_flat.h"
-#include "gpu/gpu_plan.h"
-#include "gpu/gpu_proxy.h"
+#include "kernels/plan.h"
+#include "proxy/proxy.h"
 #include "gpu/gpu_proxy_work.h"
-#include "gpu/gpu_proxy_wake.h"
-#include "onesided/onesided_remote.h"
+#include "proxy/proxy_wake.h"
+#include "gpu/gpu_win_remote.h"
 
 /* What identifies a plan: everything mpccl_plan reads that can differ between
  * calls of one communicator. */

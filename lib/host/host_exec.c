@@ -12,6 +12,7 @@
 #include "host/host_exec.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "host/host_reduce.h"
 
 typedef struct mpccl_compute_ops {
     void (*copy)(void *dst, const void *src, size_t bytes);

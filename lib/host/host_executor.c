@@ -12,7 +12,7 @@
 #include "core/group.h"
 #include "core/hang_report.h"
 #include "host/host_exec.h"
-#include "onesided/onesided_win.h"
+#include "host/host_win.h"
 #include "util/clock.h"
 #include "util/config.h"
 
@@ -355,7 +355,7 @@ static void host_describe(ncclComm_t comm, char *buf, size_t len)
     if (len) buf[0] = '\0';
 }
 
-const mpccl_executor_t mpccl_host_executor = {
+static const mpccl_executor_t host_executor = {
     .name = "host",
     .memory = "host",
     .current_device = host_current_device,
@@ -390,3 +390,9 @@ const mpccl_executor_t mpccl_host_executor = {
     .can_suspend = host_can_suspend,
     .describe = host_describe,
 };
+
+/* When the library loads (core/exec.h). */
+__attribute__((constructor)) static void register_host_executor(void)
+{
+    mpccl_exec_register(&host_executor, 0);
+}

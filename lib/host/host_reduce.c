@@ -1,5 +1,5 @@
 /* Element-wise host arithmetic: the CPU executor's reduce, PreMulSum scaling and
- * integer ncclAvg.  The per-element definitions are in host_reduce_ops.h, shared with
+ * integer ncclAvg.  The per-element definitions are in reduce_ops.h, shared with
  * the CUDA kernels.
  *
  * Loop shape: blocks of BLK elements are copied into locals, combined there and
@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "util/datatype.h"
-#include "host/host_reduce_ops.h"
+#include "host/host_reduce.h"
+#include "util/reduce_ops.h"
 
 #define BLK 64
 

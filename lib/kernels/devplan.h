@@ -1,5 +1,5 @@
 /* The device form of a schedule and of the links between ranks: the contract
- * between the host side of the GPU executor (lib/gpu_*.c, lib/gpu/gpu_proxy.c) and the
+ * between the host side of the GPU executor (lib/gpu_*.c, lib/proxy/proxy.c) and the
  * device engine (lib/kernels/engine.cu).  Plain C, included by C and CUDA.
  * See doc/GPU_DESIGN.md. */
 #ifndef MPCCL_DEVPLAN_H
@@ -166,7 +166,7 @@ typedef struct mpccl_dev_comm {
 } mpccl_dev_comm_t;
 
 /* A step of a plan the small-call kernel runs (lib/kernels/engine_small.cu),
- * flattened on the host when the plan is made (lib/gpu/gpu_plan_small.h):
+ * flattened on the host when the plan is made (lib/kernels/plan_small.h):
  * with what the engine looks up at run time already resolved -- its
  * dependencies and the earlier messages of its channel as bit masks over the
  * plan's at most 32 steps, its channel's pointers on CTA 0 -- so that a
@@ -250,7 +250,7 @@ static inline MPCCL_HOST_DEVICE uint64_t mpccl_dev_slot_piece(uint64_t left, uin
 /* The next piece of a message to or from another node when left elements of
  * the CTA's part remain: its elements, and whether it goes whole (above) or
  * through a slot.  The engine cuts messages with it, the host counts the
- * pieces the proxy will move with it (gpu_plan.c). */
+ * pieces the proxy will move with it (plan.c). */
 static inline MPCCL_HOST_DEVICE uint64_t mpccl_dev_proxy_piece(uint64_t left, uint32_t elem_size,
                                                               uint32_t slot_bytes, uint32_t whole_bytes,
                                                               uint32_t eager_bytes, int *whole)

@@ -1,6 +1,6 @@
 /* Device element-wise arithmetic of the engine: the 12 datatypes x sum/prod/max/
  * min, scale (PreMulSum, float avg) and divide (integer avg), built on the very
- * definitions the host uses (lib/host/host_reduce_ops.h, lib/util/fp_convert.h), so results are
+ * definitions the host uses (lib/util/reduce_ops.h, lib/util/fp_convert.h), so results are
  * bit-identical to lib/host/host_reduce.c.
  *
  * Range loops: every thread of the CTA takes 16-byte vectors when all pointers
@@ -17,7 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "nccl.h"
-#include "host/host_reduce_ops.h"
+#include "util/reduce_ops.h"
 
 namespace mpccl_ew {
 
@@ -55,9 +55,9 @@ MPCCL_EW_INT(ncclUint64, u64, uint64_t, a / d)
 #undef MPCCL_EW_INT
 
 /* fp16 and bf16 arithmetic in hardware: __hadd/__hmul/__hmax/__hmin give the
- * very bits of lib/host/host_reduce_ops.h's decode-op-round definitions for every pair of
+ * very bits of lib/util/reduce_ops.h's decode-op-round definitions for every pair of
  * operands, NaN and signed zeros included (checked exhaustively on an H200, see
- * host_reduce_ops.h), in one instruction instead of two software conversions. */
+ * reduce_ops.h), in one instruction instead of two software conversions. */
 #define MPCCL_EW_HW(name, H, from, to)                                                                    \
     __device__ __forceinline__ uint16_t hw_sum_##name(uint16_t a, uint16_t b) { return to(__hadd(from(a), from(b))); } \
     __device__ __forceinline__ uint16_t hw_prod_##name(uint16_t a, uint16_t b) { return to(__hmul(from(a), from(b))); } \

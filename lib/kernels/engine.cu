@@ -29,7 +29,7 @@
 extern "C" {
 #include "algo/algo_schedule.h"
 #include "util/status.h"
-#include "gpu/gpu_plan.h"
+#include "kernels/plan.h"
 }
 #include "kernels/abort.cuh"
 #include "kernels/elementwise.cuh"
@@ -530,7 +530,7 @@ template <int DT> __global__ void __launch_bounds__(MPCCL_ENGINE_THREADS) engine
         uint32_t G = gridDim.x, last = (sh.epoch + 1u) * G;
         __threadfence();
         /* Nothing for the proxy: it knows each launch's pieces from the host
-         * (lib/gpu/gpu_proxy.h, mpccl_proxy_post_pieces). */
+         * (lib/proxy/proxy.h, mpccl_proxy_post_pieces). */
         if (atomicAdd(plan->ctas_finished, 1u) + 1u == last) atomicAdd(plan->launches, 1u);
         sh.tr.end(a.comm->rank, sh.epoch);
     }

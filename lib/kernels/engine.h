@@ -1,5 +1,5 @@
 /* The device engine (engine.cu): one launch runs one rank's device plan
- * (lib/gpu/gpu_plan.h) over the links of its communicator (lib/kernels/devplan.h).
+ * (lib/kernels/plan.h) over the links of its communicator (lib/kernels/devplan.h).
  * C linkage; see doc/GPU_DESIGN.md, "One kernel per call". */
 #ifndef MPCCL_ENGINE_H
 #define MPCCL_ENGINE_H

@@ -33,7 +33,7 @@
 extern "C" {
 #include "algo/algo_schedule.h"
 #include "util/status.h"
-#include "gpu/gpu_plan_small.h"
+#include "kernels/plan_small.h"
 }
 #include "kernels/abort.cuh"
 #include "kernels/elementwise.cuh"

@@ -1,10 +1,16 @@
 // Signal and wait kernels of one-sided operations (onesided.h).
+extern "C" {
+#include "util/status.h" /* a C header without its own linkage block: first, before its guard */
+}
 #include <cooperative_groups.h>
 
 #include "kernels/abort.cuh"
 #include "kernels/onesided.h"
-extern "C" {
-#include "gpu/gpu_cuda_rt.h" /* a C header without its own linkage block */
+
+// A failed launch or attribute call, named as the GPU executor names CUDA errors.
+static mpccl_status_t cuda_failed(cudaError_t e, const char *what)
+{
+    return mpccl_fail(MPCCL_ERR_CUDA, "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 // The data of the put was written by the copy that precedes this kernel on
@@ -91,7 +97,7 @@ extern "C" mpccl_status_t mpccl_os_signal_launch(uint64_t *word, cudaStream_t st
 {
     mpccl_os_signal_kernel<<<1, 1, 0, stream>>>((unsigned long long *)word);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return mpccl_cuda_error(e, "signal kernel launch");
+    if (e != cudaSuccess) return cuda_failed(e, "signal kernel launch");
     return MPCCL_OK;
 }
 
@@ -126,7 +132,7 @@ extern "C" mpccl_status_t mpccl_os_put_signal_launch(void *dst, const void *src,
     case 2: e = launch_put<unsigned short>(nctas, dc, sc, bytes, head, wd, stream); break;
     default: e = launch_put<unsigned char>(nctas, dc, sc, bytes, head, wd, stream);
     }
-    if (e != cudaSuccess) return mpccl_cuda_error(e, "put kernel launch");
+    if (e != cudaSuccess) return cuda_failed(e, "put kernel launch");
     return MPCCL_OK;
 }
 
@@ -147,7 +153,7 @@ extern "C" mpccl_status_t mpccl_os_wait_launch(const mpccl_os_wait_args_t *a, cu
 {
     mpccl_os_wait_kernel<<<1, 32, 0, stream>>>(*a);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return mpccl_cuda_error(e, "wait kernel launch");
+    if (e != cudaSuccess) return cuda_failed(e, "wait kernel launch");
     return MPCCL_OK;
 }
 
@@ -161,7 +167,7 @@ extern "C" mpccl_status_t mpccl_os_preload(void)
                          (const void *)mpccl_os_put_signal_kernel<unsigned char>};
     for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
         cudaError_t e = cudaFuncGetAttributes(&fa, fns[i]);
-        if (e != cudaSuccess) return mpccl_cuda_error(e, "loading the one-sided kernels");
+        if (e != cudaSuccess) return cuda_failed(e, "loading the one-sided kernels");
     }
     return MPCCL_OK;
 }

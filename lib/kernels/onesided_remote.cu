@@ -1,9 +1,15 @@
 // Kernels of one-sided operations with peers on other nodes (onesided_remote.h).
+extern "C" {
+#include "util/status.h" /* a C header without its own linkage block: first, before its guard */
+}
 #include "kernels/abort.cuh"
 #include "kernels/onesided_remote.h"
 #include "kernels/proxy_done.cuh"
-extern "C" {
-#include "gpu/gpu_cuda_rt.h" /* a C header without its own linkage block */
+
+// A failed launch or attribute call, named as the GPU executor names CUDA errors.
+static mpccl_status_t cuda_failed(cudaError_t e, const char *what)
+{
+    return mpccl_fail(MPCCL_ERR_CUDA, "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 static_assert(sizeof(mpccl_os_msg_hdr_t) == MPCCL_OS_HDR_BYTES, "header size");
@@ -94,7 +100,7 @@ extern "C" mpccl_status_t mpccl_os_remote_put_launch(const mpccl_os_remote_put_t
     else if (s % 4 == 0) mpccl_os_remote_put_kernel<unsigned><<<1, REMOTE_PUT_THREADS, 0, stream>>>(*a);
     else mpccl_os_remote_put_kernel<unsigned char><<<1, REMOTE_PUT_THREADS, 0, stream>>>(*a);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return mpccl_cuda_error(e, "remote put kernel launch");
+    if (e != cudaSuccess) return cuda_failed(e, "remote put kernel launch");
     return MPCCL_OK;
 }
 
@@ -128,11 +134,11 @@ extern "C" mpccl_status_t mpccl_os_delivered_launch(void *dst, const void *src, 
                                                     volatile uint32_t *ack, uint32_t value, cudaStream_t stream)
 {
     if (bytes > MPCCL_OS_DELIVER_KERNEL_BYTES)
-        return mpccl_cuda_error(cudaErrorInvalidValue, "delivery kernel (a piece above the in-kernel copy limit)");
+        return cuda_failed(cudaErrorInvalidValue, "delivery kernel (a piece above the in-kernel copy limit)");
     mpccl_os_delivered_kernel<<<1, bytes ? DELIVER_THREADS : 32, 0, stream>>>(
         (char *)dst, (const char *)src, bytes, (unsigned long long *)sig, ack, value);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return mpccl_cuda_error(e, "delivery kernel launch");
+    if (e != cudaSuccess) return cuda_failed(e, "delivery kernel launch");
     return MPCCL_OK;
 }
 
@@ -144,6 +150,6 @@ extern "C" mpccl_status_t mpccl_os_remote_preload(void)
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, mpccl_os_remote_put_kernel<uint2>);
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, mpccl_os_remote_put_kernel<unsigned>);
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, mpccl_os_remote_put_kernel<unsigned char>);
-    if (e != cudaSuccess) return mpccl_cuda_error(e, "loading the one-sided kernels");
+    if (e != cudaSuccess) return cuda_failed(e, "loading the one-sided kernels");
     return MPCCL_OK;
 }

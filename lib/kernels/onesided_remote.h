@@ -1,5 +1,5 @@
 /* Kernels of one-sided operations with peers on other nodes, on GPU
- * communicators (onesided_remote.cu, host side lib/onesided/onesided_remote.c).  The
+ * communicators (onesided_remote.cu, host side lib/gpu/gpu_win_remote.c).  The
  * proxy's one-sided channel carries each put in pieces: one slot of pinned
  * host memory per piece, a header followed by up to slot_bytes - header bytes
  * of data.  C linkage; graph-capturable (piece numbers are reserved on the
@@ -51,7 +51,7 @@ typedef struct mpccl_os_remote_put {
     uint32_t src_win;       /* GPU-direct, src inside this rank's window 1 + id (0: none): no copy, */
     uint64_t src_offset;    /* the proxy puts from src_offset (src's place in it) on */
     uint32_t *proxy_count;  /* puts finished (device memory), stored into proxy_done */
-    uint32_t *proxy_done;   /* (pinned) once the last piece is raised (lib/gpu/gpu_proxy.h) */
+    uint32_t *proxy_done;   /* (pinned) once the last piece is raised (lib/proxy/proxy.h) */
     int32_t peer;           /* the rank it goes to (the hang record) */
     mpccl_abort_arg_t ab;   /* the communicator's abort word (kernels/abort.cuh) */
 } mpccl_os_remote_put_t;

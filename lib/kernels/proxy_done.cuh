@@ -1,4 +1,4 @@
-// The end of a one-sided put launch the proxy serves (lib/gpu/gpu_proxy.h,
+// The end of a one-sided put launch the proxy serves (lib/proxy/proxy.h,
 // mpccl_proxy_post; engine launches post their pieces instead and signal nothing).
 #ifndef MPCCL_KERNELS_PROXY_DONE_CUH
 #define MPCCL_KERNELS_PROXY_DONE_CUH

@@ -87,7 +87,7 @@ template <int DT, int OP> __global__ void __launch_bounds__(SHR_THREADS) shr_ker
 
 typedef void (*shr_fn_t)(const mpccl_shr_args_t);
 
-template <int DT> shr_fn_t pick_op(int op)
+template <int DT> shr_fn_t shr_pick_op(int op)
 {
     switch (op) {
     case OP_SUM: return shr_kernel<DT, OP_SUM>;
@@ -97,21 +97,21 @@ template <int DT> shr_fn_t pick_op(int op)
     }
 }
 
-shr_fn_t pick(int dtype, int op)
+shr_fn_t shr_pick(int dtype, int op)
 {
     switch (dtype) {
-    case ncclInt8: return pick_op<ncclInt8>(op);
-    case ncclUint8: return pick_op<ncclUint8>(op);
-    case ncclInt32: return pick_op<ncclInt32>(op);
-    case ncclUint32: return pick_op<ncclUint32>(op);
-    case ncclInt64: return pick_op<ncclInt64>(op);
-    case ncclUint64: return pick_op<ncclUint64>(op);
-    case ncclFloat16: return pick_op<ncclFloat16>(op);
-    case ncclFloat32: return pick_op<ncclFloat32>(op);
-    case ncclFloat64: return pick_op<ncclFloat64>(op);
-    case ncclBfloat16: return pick_op<ncclBfloat16>(op);
-    case ncclFloat8e4m3: return pick_op<ncclFloat8e4m3>(op);
-    case ncclFloat8e5m2: return pick_op<ncclFloat8e5m2>(op);
+    case ncclInt8: return shr_pick_op<ncclInt8>(op);
+    case ncclUint8: return shr_pick_op<ncclUint8>(op);
+    case ncclInt32: return shr_pick_op<ncclInt32>(op);
+    case ncclUint32: return shr_pick_op<ncclUint32>(op);
+    case ncclInt64: return shr_pick_op<ncclInt64>(op);
+    case ncclUint64: return shr_pick_op<ncclUint64>(op);
+    case ncclFloat16: return shr_pick_op<ncclFloat16>(op);
+    case ncclFloat32: return shr_pick_op<ncclFloat32>(op);
+    case ncclFloat64: return shr_pick_op<ncclFloat64>(op);
+    case ncclBfloat16: return shr_pick_op<ncclBfloat16>(op);
+    case ncclFloat8e4m3: return shr_pick_op<ncclFloat8e4m3>(op);
+    case ncclFloat8e5m2: return shr_pick_op<ncclFloat8e5m2>(op);
     default: return NULL;
     }
 }
@@ -120,7 +120,7 @@ shr_fn_t pick(int dtype, int op)
 
 extern "C" mpccl_status_t mpccl_shr_launch(const mpccl_shr_args_t *a, uint32_t nctas, cudaStream_t stream)
 {
-    shr_fn_t fn = pick(a->dtype, a->op);
+    shr_fn_t fn = shr_pick(a->dtype, a->op);
     if (!fn) return mpccl_fail(MPCCL_ERR_USAGE, "shared-device kernel: no datatype %d", a->dtype);
     if (nctas == 0) nctas = 1;
     fn<<<nctas, SHR_THREADS, 0, stream>>>(*a);
@@ -135,7 +135,7 @@ extern "C" mpccl_status_t mpccl_shr_load(void)
     for (int dt = 0; dt < ncclNumTypes; dt++) {
         for (int op = 0; op < 4; op++) {
             cudaFuncAttributes attr;
-            cudaError_t e = cudaFuncGetAttributes(&attr, pick(dt, op));
+            cudaError_t e = cudaFuncGetAttributes(&attr, shr_pick(dt, op));
             if (e != cudaSuccess)
                 return mpccl_fail(MPCCL_ERR_CUDA, "loading the shared-device kernel (datatype %d, op %d): %s", dt, op,
                                   cudaGetErrorString(e));

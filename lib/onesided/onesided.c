@@ -1,4 +1,5 @@
-/* ncclPutSignal / ncclSignal / ncclWaitSignal after the argument checks:
+/* ncclPutSignal / ncclSignal / ncclWaitSignal after the argument checks
+ * (api/api_win.c):
  * dispatch through the communicator's executor (core/exec.h: host
  * communicators over UCX RMA, GPU communicators with kernels on the stream),
  * and group semantics of waits.
@@ -13,22 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api_check.h"
-#include "api/api_check_win.h"
-#include "util/datatype.h"
 #include "core/group.h"
 #include "util/log.h"
 #include "onesided/onesided_win.h"
 
-mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, size_t count, ncclDataType_t dt,
-                                int peer, ncclWindow_t handle, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
-                                cudaStream_t stream)
+mpccl_status_t mpccl_put_signal(const char *fn, ncclComm_t comm, const void *buf, size_t bytes, int peer,
+                                struct mpccl_win *win, size_t offset, int sig, int ctx, cudaStream_t stream)
 {
-    MPCCL_CHECK(mpccl_check_comm_live(fn, comm));
-    struct mpccl_win *win = NULL;
-    if (has_data) MPCCL_CHECK(mpccl_check_put(comm, buf, count, dt, peer, handle, offset, sig, ctx, flags, &win));
-    else MPCCL_CHECK(mpccl_check_signal(fn, comm, peer, sig, ctx, flags));
-    size_t bytes = has_data ? count * mpccl_dtype_size(dt) : 0;
     mpccl_log_set_rank(comm->rank);
     MPCCL_INFO(MPCCL_SUB_P2P, "%s: comm 0x%llx peer %d bytes %zu offset %zu sigIdx %d ctx %d", fn,
                (unsigned long long)comm->id, peer, bytes, offset, sig, ctx);
@@ -74,8 +66,6 @@ mpccl_status_t mpccl_wait_signal(int ndesc, const ncclWaitSignalDesc_t *descs, n
                                  cudaStream_t stream)
 {
     static const char fn[] = "ncclWaitSignal";
-    MPCCL_CHECK(mpccl_check_comm_live(fn, comm));
-    MPCCL_CHECK(mpccl_check_wait(comm, ndesc, descs));
     mpccl_log_set_rank(comm->rank);
     MPCCL_INFO(MPCCL_SUB_P2P, "%s: comm 0x%llx %d descriptors%s", fn, (unsigned long long)comm->id, ndesc,
                mpccl_group_depth() ? " (at ncclGroupEnd)" : "");

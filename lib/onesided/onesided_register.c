@@ -2,7 +2,7 @@
  * Host communicators register the memory with UCX (remote access by
  * one-sided operations); GPU communicators export it over CUDA IPC and map
  * it into the peer processes, so that flat collectives on registered buffers
- * skip the region (onesided_register_gpu.c). */
+ * skip the region (gpu_win_register.c). */
 #include <stdlib.h>
 
 #include "util/log.h"

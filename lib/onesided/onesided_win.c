@@ -1,21 +1,29 @@
 /* Windows of a communicator: the per-communicator state, collective
  * registration with agreement on failure, and release with the communicator.
- * The transport-specific halves live in onesided_host.c / onesided_gpu.c. */
+ * The transport-specific halves live in host_win.c / gpu_win.c. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/comm_hooks.h"
 #include "util/log.h"
 #include "onesided/onesided_win.h"
+
+/* Windows go with the communicator, after its device communicators
+ * (comm_hooks.h).  Without window state there is nothing in flight to stop:
+ * puts, signals and deliveries all need a registration or a window. */
+static const struct mpccl_comm_hook win_hook = {
+    .name = "windows", .order = 20, .finalize = mpccl_win_release, .release = mpccl_win_release};
 
 mpccl_status_t mpccl_win_state(ncclComm_t comm, mpccl_win_state_t **out)
 {
     if (!comm->win) {
+        MPCCL_CHECK(mpccl_comm_hook_add(comm, &win_hook));
         mpccl_win_state_t *ws = calloc(1, sizeof(*ws));
         if (!ws) return mpccl_fail(MPCCL_ERR_SYSTEM, "out of memory for the window state of comm %p", (void *)comm);
         pthread_mutex_init(&ws->lock, NULL);
         pthread_mutex_init(&ws->wait_lock, NULL);
         ws->nsig_words = (size_t)MPCCL_WIN_NCTX * MPCCL_WIN_NSIG * (size_t)comm->nranks;
-        __atomic_store_n(&comm->win, ws, __ATOMIC_RELEASE); /* the proxy thread reads it (onesided_remote.c) */
+        __atomic_store_n(&comm->win, ws, __ATOMIC_RELEASE); /* the proxy thread reads it (gpu_win_remote.c) */
     }
     *out = comm->win;
     return MPCCL_OK;

@@ -32,8 +32,8 @@ static inline size_t mpccl_sig_index(int nranks, int ctx, int sig, int src)
     return ((size_t)ctx * MPCCL_WIN_NSIG + (size_t)sig) * (size_t)nranks + (size_t)src;
 }
 
-struct mpccl_win_gpu;  /* onesided_gpu.c */
-struct mpccl_wingpu;   /* per-window GPU part, onesided_gpu.c */
+struct mpccl_win_gpu;  /* gpu_win.c */
+struct mpccl_wingpu;   /* per-window GPU part, gpu_win.c */
 
 /* A window as the library keeps it.  Users hold its handle: on GPU
  * communicators the device descriptor kernels read (struct ncclWindow_vidmem
@@ -49,7 +49,7 @@ struct mpccl_win {
     size_t size;
     int flags;
     size_t *peer_size;       /* [nranks] each rank's window size */
-    /* Host comms, and GPU comms with GPU-direct puts between nodes (onesided_rma.c): */
+    /* Host comms, and GPU comms with GPU-direct puts between nodes (gpu_win_rma.c): */
     uint64_t *peer_addr;     /* [nranks] window address in each rank */
     void **peer_rkey;        /* [nranks] unpacked remote keys (GPU: by the proxy thread, at registration) */
     mpccl_ucx_mem_t mem;     /* this rank's registration */
@@ -68,7 +68,7 @@ typedef struct mpccl_reg {
     void *base;
     size_t size;
     mpccl_ucx_mem_t mem;     /* host comms */
-    void *gpu;               /* GPU comms: IPC export of the allocation (onesided_register_gpu.c) */
+    void *gpu;               /* GPU comms: IPC export of the allocation (gpu_win_register.c) */
     uint64_t *peer_base;     /* GPU comms with flat kernels: [nranks] the allocation's base in each
                               * peer's address space (0: not mapped there) */
     struct mpccl_reg *next;
@@ -136,71 +136,13 @@ mpccl_status_t mpccl_win_agree(ncclComm_t comm, mpccl_status_t st, const char *w
 mpccl_status_t mpccl_win_allgather_blobs(ncclComm_t comm, const void *mine, size_t len, unsigned char **all,
                                          size_t *stride);
 
-/* onesided.c: checked calls, dispatched to the host or GPU half.  Inside a
+/* onesided.c: calls whose arguments api/api_win.c checked (win: the peer's
+ * window, NULL for a signal), dispatched to the host or GPU half.  Inside a
  * group a wait runs at ncclGroupEnd (after the group's puts and signals are
  * issued), so ranks that wait before they signal in a group do not deadlock. */
-mpccl_status_t mpccl_put_signal(const char *fn, int has_data, const void *buf, size_t count, ncclDataType_t dt,
-                                int peer, ncclWindow_t win, size_t offset, int sig, int ctx, unsigned flags, ncclComm_t comm,
-                                cudaStream_t stream);
+mpccl_status_t mpccl_put_signal(const char *fn, ncclComm_t comm, const void *buf, size_t bytes, int peer,
+                                struct mpccl_win *win, size_t offset, int sig, int ctx, cudaStream_t stream);
 mpccl_status_t mpccl_wait_signal(int ndesc, const ncclWaitSignalDesc_t *descs, ncclComm_t comm,
                                  cudaStream_t stream);
-
-/* onesided_host.c: host communicators (UCX RMA).  Setup functions are
- * collective and agree on failure. */
-mpccl_status_t mpccl_host_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
-void mpccl_host_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
-mpccl_status_t mpccl_host_win_setup(ncclComm_t comm, struct mpccl_win *w);
-void mpccl_host_win_free(ncclComm_t comm, struct mpccl_win *w);
-/* defer: leave the put in flight (a group); mpccl_host_flush completes it. */
-mpccl_status_t mpccl_host_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                     struct mpccl_win *w, size_t offset, int sig, int ctx, int defer);
-mpccl_status_t mpccl_host_flush(ncclComm_t comm);
-/* Detaches and frees puts still in flight (communicator release). */
-void mpccl_host_drop(ncclComm_t comm);
-mpccl_status_t mpccl_host_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs);
-/* The host executor's hooks (core/exec.h): put/signal with group semantics
- * (inside a group the put stays in flight until ncclGroupEnd), waits,
- * dropping a group's puts at release, registrations mapped with UCX. */
-mpccl_status_t mpccl_host_put_signal_call(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                          struct mpccl_win *w, size_t offset, int sig, int ctx, cudaStream_t stream);
-mpccl_status_t mpccl_host_wait_signal_call(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
-                                           cudaStream_t stream);
-void mpccl_host_win_stop(ncclComm_t comm);
-mpccl_status_t mpccl_host_reg_export(ncclComm_t comm, mpccl_reg_t *r);
-void mpccl_host_reg_free(ncclComm_t comm, mpccl_reg_t *r);
-
-#ifdef MPCCL_HAVE_CUDA
-/* onesided_gpu.c: GPU communicators (peers on this node). */
-mpccl_status_t mpccl_gpu_sig_setup(ncclComm_t comm, mpccl_win_state_t *ws);
-void mpccl_gpu_sig_free(ncclComm_t comm, mpccl_win_state_t *ws);
-/* This rank's signal counters (device memory). */
-uint64_t *mpccl_gpu_sig_area(ncclComm_t comm);
-/* Collective: maps the peers' windows and builds the device descriptor, whose
- * address becomes w->handle. */
-mpccl_status_t mpccl_gpu_win_setup(ncclComm_t comm, struct mpccl_win *w);
-/* Window pointer for the device of comm: lsa index i (NULL when i is out of range). */
-void *mpccl_gpu_win_lsa_ptr(ncclComm_t comm, struct mpccl_win *w, int lsa_index);
-void mpccl_gpu_win_free(ncclComm_t comm, struct mpccl_win *w);
-/* Collectives on windows: 1 when [p, p + bytes) lies in a window of comm
- * registered with NCCL_WIN_COLL_SYMMETRIC that every rank's kernels reach;
- * peers[r] is then the same offset in rank r's window (as this device sees
- * it).  0 otherwise. */
-int mpccl_gpu_win_sym_peers(ncclComm_t comm, const void *p, size_t bytes, char **peers);
-mpccl_status_t mpccl_gpu_put_signal(ncclComm_t comm, const void *src, size_t bytes, int peer,
-                                    struct mpccl_win *w, size_t offset, int sig, int ctx,
-                                    cudaStream_t stream);
-mpccl_status_t mpccl_gpu_wait_signal(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t *descs,
-                                     cudaStream_t stream);
-/* Before windows go: deliveries from other nodes stop (onesided_remote.c). */
-void mpccl_gpu_win_stop(ncclComm_t comm);
-/* onesided_register_gpu.c: exports r's allocation and, on communicators with flat
- * kernels, maps it into every peer process. */
-mpccl_status_t mpccl_gpu_reg_export(ncclComm_t comm, mpccl_reg_t *r);
-void mpccl_gpu_reg_free(ncclComm_t comm, mpccl_reg_t *r);
-/* Collectives on registered buffers: 1 when [p, p + bytes) lies in a
- * registration of comm that every peer has mapped; peers[r] is then p as
- * rank r's device sees it.  0 otherwise. */
-int mpccl_gpu_reg_peers(ncclComm_t comm, const void *p, size_t bytes, char **peers);
-#endif
 
 #endif

@@ -27,15 +27,6 @@ uint8_t mpccl_float_to_e4m3(float f);
 float mpccl_e5m2_to_float(uint8_t v);
 uint8_t mpccl_float_to_e5m2(float f);
 
-/* dst[i] = a[i] op b[i] for n elements; dst may alias a or b.  Low-precision floats
- * compute in float and round once per element, like the CUDA kernels. */
-void mpccl_host_reduce(ncclDataType_t dt, mpccl_op_t op, void *dst, const void *a,
-                       const void *b, size_t n);
-/* dst[i] = src[i] * scalar; scalar points to one element of type dt (PreMulSum,
- * float ncclAvg).  dst may alias src. */
-void mpccl_host_scale(ncclDataType_t dt, void *dst, const void *src, const void *scalar, size_t n);
-/* dst[i] = src[i] / divisor (integer ncclAvg: truncates toward zero, as NCCL). */
-void mpccl_host_divide(ncclDataType_t dt, void *dst, const void *src, uint64_t divisor, size_t n);
 /* Converts a double to one element of type dt (PreMulSum scalars, 1/nranks). */
 void mpccl_dtype_from_double(ncclDataType_t dt, double v, void *out);
 double mpccl_dtype_to_double(ncclDataType_t dt, const void *in);

@@ -10,7 +10,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "api/api.h"
 #include "util/config.h"
 #include "util/log.h"
 
@@ -114,9 +113,7 @@ void mpccl_log_init(void)
     mpccl_config_check_environment();
 }
 
-/* NCCL exports this (deprecated): re-reads the debug settings from the
- * environment, e.g. after a program changed NCCL_DEBUG. */
-MPCCL_API(void, ncclResetDebugInit, void)
+void mpccl_log_reset(void)
 {
     pthread_mutex_lock(&log_init_lock);
     mpccl_config_reload();

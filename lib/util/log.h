@@ -19,6 +19,8 @@ enum {
 
 extern int mpccl_log_level; /* read once from the env; -1 until then */
 void mpccl_log_init(void);
+/* Re-reads the debug settings from the environment (ncclResetDebugInit). */
+void mpccl_log_reset(void);
 void mpccl_log(int level, unsigned subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The rank printed in log lines of this thread (-1: none). */

@@ -20,7 +20,7 @@
 #include "nccl.h"
 extern "C" {
 #include "algo/algo.h"
-#include "gpu/gpu_plan.h"
+#include "kernels/plan.h"
 #include "../unit/sim_exec.h"
 }
 #include "kernels/engine.h"

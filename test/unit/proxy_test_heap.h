@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu_proxy.h"
+#include "proxy/proxy.h"
 #include "util/status.h"
 
 /* ---- staging from malloc, with a count of what is outstanding ---- */

@@ -17,11 +17,12 @@
 #include <time.h>
 
 #include "bootstrap/bootstrap.h"
-#include "gpu/gpu_proxy.h"
-#include "gpu/gpu_proxy_wake.h"
+#include "proxy/proxy.h"
+#include "proxy/proxy_wake.h"
 #include "proxy_test_heap.h"
 #include "util/status.h"
 #include "core/transport.h"
+#include "ucx/ucx.h"
 
 #define MAXR 8
 

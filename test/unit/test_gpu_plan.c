@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "algo/algo.h"
-#include "gpu/gpu_plan.h"
-#include "gpu/gpu_plan_small.h"
+#include "kernels/plan.h"
+#include "kernels/plan_small.h"
 
 static uint64_t seed, rng;
 

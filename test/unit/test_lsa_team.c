@@ -1,4 +1,4 @@
-/* The LSA team rule (lib/devapi/devapi_lsa_team.c): the expected teams for the usual
+/* The LSA team rule (lib/gpu/gpu_lsa_team.c): the expected teams for the usual
  * layouts, and for random P2P matrices (asymmetric ones included, as a
  * misreporting driver could give) that the teams every rank picks partition
  * the ranks: a rank's team contains it, and every member picks the same team. */
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "devapi/devapi_lsa_team.h"
+#include "gpu/gpu_lsa_team.h"
 
 #define MAXN 24
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "proxy_test_world.h"
-#include "gpu/gpu_proxy_wake.h"
+#include "proxy/proxy_wake.h"
 
 #define IDLE_BOUND 0.02 /* of a core */
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "util/datatype.h"
+#include "host/host_reduce.h"
 #include "fp_ref.h"
 
 typedef __int128 i128;

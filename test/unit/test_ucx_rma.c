@@ -13,6 +13,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/transport.h"
+#include "ucx/ucx.h"
 #include "ucx/ucx_rma.h"
 
 #define NR 3

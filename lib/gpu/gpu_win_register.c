@@ -15,7 +15,7 @@
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_ipc.h"
 #include "util/log.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win.h"
 
 /* Undoes the pushes of r (those with a peer base). */
 static void unpush(ncclComm_t comm, mpccl_reg_t *r)

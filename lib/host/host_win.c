@@ -19,7 +19,7 @@
 #include "util/config.h"
 #include "core/group.h"
 #include "util/log.h"
-#include "onesided/onesided_win.h"
+#include "host/host_win.h"
 
 static mpccl_status_t unpack_all(ncclComm_t comm, const unsigned char *all, size_t stride, void **rkeys)
 {

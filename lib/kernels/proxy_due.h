@@ -1,5 +1,5 @@
-/* What an engine launch tells the proxy it will move (gpu_proxy.h,
- * mpccl_proxy_post_pieces; counted by gpu_plan.h, mpccl_gpu_plan_pieces).
+/* What an engine launch tells the proxy it will move (proxy.h,
+ * mpccl_proxy_post_pieces; counted by plan.h, mpccl_gpu_plan_pieces).
  * Plain C, apart from the proxy's headers: the plan's header includes it. */
 #ifndef MPCCL_GPU_PROXY_DUE_H
 #define MPCCL_GPU_PROXY_DUE_H

@@ -1,4 +1,4 @@
-/* One-sided operations between nodes on GPU communicators (onesided_remote.h).
+/* One-sided operations between nodes on GPU communicators (gpu_win_remote.h).
  *
  * Sender: mpccl_os_remote_put launches one kernel on the user's stream that
  * reserves piece numbers for the peer on the device, copies the data into the
@@ -11,7 +11,7 @@
  * stream the copy into the window and the delivered kernel: signal add, then
  * the slot's acknowledgement.  One stream keeps every sender's pieces, and
  * each signal after its data, in order. */
-#include "onesided/onesided_remote.h"
+#include "gpu/gpu_win_remote.h"
 
 #ifdef MPCCL_HAVE_CUDA
 #include <pthread.h>
@@ -23,8 +23,8 @@
 #include "gpu/gpu_proxy_work.h"
 #include "kernels/onesided_remote.h"
 #include "util/log.h"
-#include "onesided/onesided_rma.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win_rma.h"
+#include "gpu/gpu_win.h"
 
 struct mpccl_os_remote {
     pthread_mutex_t mu;      /* deliveries against close */
@@ -35,7 +35,7 @@ struct mpccl_os_remote {
     uint32_t *reserve;       /* device [nranks]: pieces handed out per peer */
     mpccl_dev_link_t *links; /* [nranks] the peers' one-sided channels (kind PROXY when remote) */
     uint32_t nslots, slot_bytes;
-    mpccl_os_rma_t *rma;     /* GPU-direct puts (onesided_rma.c), when every rank can */
+    mpccl_os_rma_t *rma;     /* GPU-direct puts (gpu_win_rma.c), when every rank can */
 };
 
 /* The proxy thread launches into its own stream while a user thread may be
@@ -230,7 +230,7 @@ mpccl_status_t mpccl_os_remote_put(mpccl_os_remote_t *r, struct mpccl_proxy_work
     mpccl_os_remote_put_t a;
     memset(&a, 0, sizeof(a));
     a.link = r->links[peer];
-    a.data = mpccl_os_rma_on(r->rma) ? (char *)r->links[peer].rx_slots : NULL; /* NULL: staged (gpu_proxy.h) */
+    a.data = mpccl_os_rma_on(r->rma) ? (char *)r->links[peer].rx_slots : NULL; /* NULL: staged (proxy.h) */
     a.reserve = r->reserve + peer;
     a.nslots = r->nslots;
     a.slot_bytes = r->slot_bytes;

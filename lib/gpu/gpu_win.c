@@ -7,7 +7,7 @@
  * larger one is a peer copy (cudaMemcpyAsync, the copy engines) followed on
  * the same stream by the signal kernel.  A wait is a kernel that spins on this rank's
  * counters.  Peers on other nodes go through the proxy's one-sided channel
- * (onesided_remote.c); the wait kernel serves them alike (same counters). */
+ * (gpu_win_remote.c); the wait kernel serves them alike (same counters). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +22,9 @@
 #include "kernels/onesided_remote.h"
 #include "util/log.h"
 #include "nccl_device/core.h"
-#include "onesided/onesided_remote.h"
-#include "onesided/onesided_rma.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win_remote.h"
+#include "gpu/gpu_win_rma.h"
+#include "gpu/gpu_win.h"
 
 struct mpccl_win_gpu {
     void *area;             /* device: counters [nsig_words] then expected [nsig_words] */

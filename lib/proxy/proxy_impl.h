@@ -1,12 +1,12 @@
-/* The proxy's private state, shared by its sources (gpu_proxy.c: serving a
- * communicator, attach/detach; gpu_proxy_thread.c: the threads;
- * gpu_proxy_staging.c: the staging layout).  Nothing else includes it. */
+/* The proxy's private state, shared by its sources (proxy.c: serving a
+ * communicator, attach/detach; proxy_thread.c: the threads;
+ * proxy_staging.c: the staging layout).  Nothing else includes it. */
 #ifndef MPCCL_PROXY_IMPL_H
 #define MPCCL_PROXY_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "gpu/gpu_proxy.h"
+#include "proxy/proxy.h"
 
 /* One (remote peer, channel) pair: channels 0..nctas-1 are the CTAs', channel
  * nctas (when present) the one-sided channel.  Counters are piece numbers mod 2^32, the
@@ -54,7 +54,7 @@ typedef struct proxy_peer {
 
 enum { DETACH_NONE = 0, DETACH_FLUSH = 1, DETACH_FORCE = 2 };
 
-/* One lane of a communicator (gpu_proxy.h, lanes): lane 0 (the leader) owns
+/* One lane of a communicator (proxy.h, lanes): lane 0 (the leader) owns
  * the staging and serves the one-sided channel; lane l serves the channels of
  * CTAs g with g % nlanes == l, through a transport of its own, on its own
  * thread.  The lanes share the staging, the flags and the done counts. */
@@ -167,14 +167,14 @@ static inline int publish_tx_ack(proxy_peer_t *pe, uint32_t g, uint32_t done)
     return 1;
 }
 
-/* gpu_proxy.c, on pc's lane thread: one pass serving pc (returns the
+/* proxy.c, on pc's lane thread: one pass serving pc (returns the
  * activity), one step of its detach (mode: DETACH_*), and whether pc needs
  * the thread awake. */
 int mpccl_proxy_serve(mpccl_proxy_comm_t *pc);
 int mpccl_proxy_detach_step(mpccl_proxy_comm_t *pc, int mode);
 int mpccl_proxy_has_work(mpccl_proxy_comm_t *pc);
 
-/* gpu_proxy_thread.c: pc's lane thread serves it from now on (started if it is
+/* proxy_thread.c: pc's lane thread serves it from now on (started if it is
  * the first); the thread lets go of pc at the end of its detach (_leave);
  * user side: asks each of pcs[0..n) to detach (force: DETACH_FORCE), waits
  * until every one let go, and stops the threads left without work. */
@@ -182,10 +182,10 @@ mpccl_status_t mpccl_proxy_thread_add(mpccl_proxy_comm_t *pc);
 void mpccl_proxy_thread_leave(mpccl_proxy_comm_t *pc);
 void mpccl_proxy_thread_detach(mpccl_proxy_comm_t *const *pcs, int n, int force);
 
-/* The first failure stops the communicator (gpu_proxy.c); returns 1. */
+/* The first failure stops the communicator (proxy.c); returns 1. */
 int mpccl_proxy_fail(mpccl_proxy_comm_t *pc, mpccl_status_t st, const char *what, uint32_t piece, uint32_t g,
                      int peer);
-/* gpu_proxy_rma.c: the one-sided channel of pe as GPU-direct puts (instead of
+/* proxy_rma.c: the one-sided channel of pe as GPU-direct puts (instead of
  * serve_tx); returns the activity.  _pending: its signal puts still in flight
  * among the pieces not yet acknowledged (cancel: cancel them too). */
 int mpccl_proxy_serve_os_rma(mpccl_proxy_comm_t *pc, proxy_peer_t *pe);
@@ -207,7 +207,7 @@ static inline mpccl_status_t proxy_irecv(mpccl_proxy_comm_t *pc, void *region, i
                   : pc->t->ops->irecv(pc->t, peer, tag, buf, bytes, req);
 }
 
-/* gpu_proxy_whole.c, whole messages of pe's CTA channel g: one pass
+/* proxy_whole.c, whole messages of pe's CTA channel g: one pass
  * (returns the activity); whether a transfer is started and unfinished; the
  * count of requests in flight (sends: dir 0, else receives; cancel: cancel
  * them too). */

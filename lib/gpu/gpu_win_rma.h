@@ -6,7 +6,7 @@
  * registration; the proxy then puts each piece of a put straight into the
  * target's window and the signal's new value into its counter (a counter has
  * one writer, its source rank, which counts what it sent), and nothing runs at
- * the target.  Elsewhere the staged one-sided channel (onesided_remote.c)
+ * the target.  Elsewhere the staged one-sided channel (gpu_win_remote.c)
  * carries them.  Only built with CUDA. */
 #ifndef MPCCL_ONESIDED_RMA_H
 #define MPCCL_ONESIDED_RMA_H
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "core/comm.h"
-#include "gpu/gpu_proxy.h"
+#include "proxy/proxy.h"
 
 struct mpccl_win;
 typedef struct mpccl_os_rma mpccl_os_rma_t;

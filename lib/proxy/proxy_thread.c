@@ -1,8 +1,8 @@
-/* The proxy threads (see gpu_proxy.h): one per lane, each serving the lane's
- * part of every attached communicator (gpu_proxy.c serves one communicator
+/* The proxy threads (see proxy.h): one per lane, each serving the lane's
+ * part of every attached communicator (proxy.c serves one communicator
  * per pass).  A thread starts with the first communicator of its lane and
  * stops with the last; while nothing it serves is in flight it sleeps
- * (gpu_proxy_wake.h). */
+ * (proxy_wake.h). */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <pthread.h>
@@ -13,8 +13,8 @@
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
-#include "gpu/gpu_proxy_impl.h"
-#include "gpu/gpu_proxy_wake.h"
+#include "proxy/proxy_impl.h"
+#include "proxy/proxy_wake.h"
 
 /* One lane's thread and the communicators it serves.  life serializes
  * starting and stopping the thread (never taken by the thread); lock guards
@@ -58,7 +58,7 @@ static proxy_settings_t settings(void)
 /* Spin, then yield, then sleep: with posted work unfinished, a doubling
  * interval (kernel flags in host memory cannot wake us, so the cap bounds
  * latency); with none, until a user thread posts work or a transport has
- * traffic (gpu_proxy_wake.h).
+ * traffic (proxy_wake.h).
  *
  * A transport's event fd can stay readable with nothing for progress to do
  * (seen with UCX: a timerfd of a connection whose peer never progressed its

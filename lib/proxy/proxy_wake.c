@@ -1,4 +1,4 @@
-/* The proxy threads' sleep and wake-up (see gpu_proxy_wake.h): one eventfd
+/* The proxy threads' sleep and wake-up (see proxy_wake.h): one eventfd
  * and one announced-sleep flag per lane, so a wake-up reaches every sleeping
  * thread (one eventfd shared by several sleepers would be read by the first
  * one awake and lost for the others). */
@@ -9,7 +9,7 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
-#include "gpu/gpu_proxy_wake.h"
+#include "proxy/proxy_wake.h"
 
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 static int wake_fd[MPCCL_PROXY_MAX_LANES];

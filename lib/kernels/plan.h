@@ -16,7 +16,7 @@
 #include "kernels/devplan.h"
 #include "algo/algo_schedule.h"
 #include "util/status.h"
-#include "gpu/gpu_proxy_due.h"
+#include "kernels/proxy_due.h"
 
 /* Largest window (steps a CTA keeps in progress at once) the engine supports:
  * its per-step progress lives in shared memory. */
@@ -57,7 +57,7 @@ typedef struct mpccl_gpu_plan {
                              * with the plan */
     uint32_t ndue;
     mpccl_dev_small_step_t *small; /* device: the plan flattened for the small-call kernel, which
-                                    * then runs it (lib/gpu/gpu_plan_small.h; set by the launcher) */
+                                    * then runs it (lib/kernels/plan_small.h; set by the launcher) */
     uint32_t small_nsteps;
     int small_overlap;     /* its launches may start before the previous kernel ends */
 } mpccl_gpu_plan_t;

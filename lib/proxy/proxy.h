@@ -28,7 +28,7 @@
  * sender's rank, bits 39..38 = 3 (reserved for the proxy), the CTA g, the piece.
  *
  * The one-sided channel (optional, GPU communicators' puts to peers on other
- * nodes, lib/onesided/onesided_remote.c): one more channel per remote peer beside the
+ * nodes, lib/gpu/gpu_win_remote.c): one more channel per remote peer beside the
  * CTAs', tagged g = MPCCL_PROXY_OS_G.  Its tx side follows the CTA protocol
  * (the put kernel fills slots and raises tx_ready); its rx side has no kernel
  * waiting for it, so the proxy hands each arrived piece to os->deliver, which
@@ -43,7 +43,7 @@
 #include "util/status.h"
 #include "core/tags.h"
 #include "core/transport.h"
-#include "gpu/gpu_proxy_due.h"
+#include "kernels/proxy_due.h"
 
 /* Memory the GPU and the host can both read and write.  alloc returns the host
  * pointer and the device pointer of the same bytes (equal for plain host memory
@@ -147,7 +147,7 @@ mpccl_status_t mpccl_proxy_attach(mpccl_transport_t *t, int rank, int nranks,
                                   uint32_t slot_bytes, const mpccl_proxy_alloc_t *alloc,
                                   mpccl_dev_link_t *links, const mpccl_proxy_os_t *os,
                                   mpccl_dev_link_t *os_links, mpccl_proxy_comm_t **out);
-/* The same over nlanes transports (1..MPCCL_PROXY_MAX_LANES, gpu_proxy_wake.h;
+/* The same over nlanes transports (1..MPCCL_PROXY_MAX_LANES, proxy_wake.h;
  * more than nctas are not used): lanes[0] carries the one-sided channel and
  * is the one mpccl_proxy_run calls on.  The returned pc stands for every lane
  * (post, error, detach). */

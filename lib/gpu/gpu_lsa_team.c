@@ -1,5 +1,5 @@
-/* The LSA team rule (see devapi_lsa_team.h). */
-#include "devapi/devapi_lsa_team.h"
+/* The LSA team rule (see gpu_lsa_team.h). */
+#include "gpu/gpu_lsa_team.h"
 
 void mpccl_lsa_candidate(int n, int me, const unsigned char *reach, int32_t *lo, int32_t *hi)
 {

@@ -1,6 +1,6 @@
-/* The staging of the proxy's peers: where each array lies (gpu_proxy_impl.h). */
+/* The staging of the proxy's peers: where each array lies (proxy_impl.h). */
 #include <string.h>
-#include "gpu/gpu_proxy_impl.h"
+#include "proxy/proxy_impl.h"
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -98,6 +98,6 @@ void mpccl_proxy_set_views(mpccl_proxy_comm_t *pc, proxy_peer_t *pe, int k, size
         os_link->tx_ready = link->tx_ready + words;
         os_link->tx_len = link->tx_len + words;
         os_link->tx_ack = link->tx_ack + c;
-        os_link->rx_slots = pe->os_tx_dev; /* GPU-direct puts' data (gpu_proxy.h) */
+        os_link->rx_slots = pe->os_tx_dev; /* GPU-direct puts' data (proxy.h) */
     }
 }

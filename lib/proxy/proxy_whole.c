@@ -11,7 +11,7 @@
  * stores seq into the channel's done word, which the kernel waits for. */
 #include <stdio.h>
 #include <string.h>
-#include "gpu/gpu_proxy_impl.h"
+#include "proxy/proxy_impl.h"
 #include "util/log.h"
 
 static const char *const dir_name[2] = {"sending a whole message", "receiving a whole message"};

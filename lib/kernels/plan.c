@@ -1,10 +1,10 @@
 /* Device plans: schedule -> device steps and dependencies (with the `local`
  * rule of devplan.h), laid out in one allocation with the counters zeroed.
- * See gpu_plan.h. */
+ * See plan.h. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu_plan.h"
+#include "kernels/plan.h"
 #include "util/log.h"
 
 #if defined(MPCCL_HAVE_CUDA) && !defined(MPCCL_GPU_PLAN_CONVERT_ONLY)

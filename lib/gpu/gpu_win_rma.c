@@ -1,4 +1,4 @@
-/* GPU-direct one-sided operations between nodes (onesided_rma.h).
+/* GPU-direct one-sided operations between nodes (gpu_win_rma.h).
  *
  * Registration (user threads, collective): the counters and each window are
  * registered with ucp_mem_map on the registering thread, so UCX detects the
@@ -16,7 +16,7 @@
  * it sent on each counter, so it puts the counter's new value (after a fence
  * that lands the data first) instead of an atomic add, which UCX may not
  * offer on device memory. */
-#include "onesided/onesided_rma.h"
+#include "gpu/gpu_win_rma.h"
 
 #ifdef MPCCL_HAVE_CUDA
 #include <pthread.h>
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "kernels/onesided_remote.h"
-#include "onesided/onesided_win.h"
+#include "gpu/gpu_win.h"
 #include "ucx/ucx.h"
 #include "ucx/ucx_rma.h"
 #include "util/config.h"

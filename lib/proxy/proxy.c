@@ -1,6 +1,6 @@
-/* The GPU proxy (see gpu_proxy.h): moves pieces between host staging slots
+/* The GPU proxy (see proxy.h): moves pieces between host staging slots
  * shared with the device engine and the transport, one pass over one
- * communicator's lane at a time (the threads: gpu_proxy_thread.c).  Compiles
+ * communicator's lane at a time (the threads: proxy_thread.c).  Compiles
  * without CUDA: the staging memory comes from the caller's allocator. */
 #define _GNU_SOURCE
 #ifdef __SANITIZE_ADDRESS__
@@ -13,8 +13,8 @@
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/log.h"
-#include "gpu/gpu_proxy_impl.h"
-#include "gpu/gpu_proxy_wake.h"
+#include "proxy/proxy_impl.h"
+#include "proxy/proxy_wake.h"
 
 #ifndef MPCCL_REQ_HAS_BYTES
 #error "the proxy needs the received length of each piece (mpccl_req_t.bytes) for rx_word"
@@ -449,7 +449,7 @@ static mpccl_status_t check_args(mpccl_transport_t *t, int rank, int nranks, con
 }
 
 /* Describes the staging (host memory) and the device slots to the transport
- * once, on the attaching thread (gpu_proxy_impl.h, stage_region). */
+ * once, on the attaching thread (proxy_impl.h, stage_region). */
 static mpccl_status_t open_regions(mpccl_proxy_comm_t *pc)
 {
     const struct mpccl_transport_ops *o = pc->t->ops;

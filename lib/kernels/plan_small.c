@@ -1,8 +1,8 @@
-/* Plans the small-call kernel runs (gpu_plan_small.h). */
+/* Plans the small-call kernel runs (plan_small.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu_plan_small.h"
+#include "kernels/plan_small.h"
 
 static int refuse(const char **why, const char *reason)
 {

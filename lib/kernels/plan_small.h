@@ -5,7 +5,7 @@
 #ifndef MPCCL_GPU_PLAN_SMALL_H
 #define MPCCL_GPU_PLAN_SMALL_H
 
-#include "gpu/gpu_plan.h"
+#include "kernels/plan.h"
 
 /* Most steps of a plan the small-call kernel runs: its bit masks (and its
  * shared memory) hold them all. */

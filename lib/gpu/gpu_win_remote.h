@@ -1,5 +1,5 @@
 /* One-sided operations between nodes on GPU communicators (doc/ONESIDED.md).
- * The proxy (gpu_proxy.h) carries them on its one-sided channel: a put kernel on
+ * The proxy (proxy.h) carries them on its one-sided channel: a put kernel on
  * the user's stream stages the data in pinned host slots, the proxy sends
  * each piece, and the target's proxy copies it into the window on a delivery
  * stream of its own, then adds to the signal counter there.  Waits are the
@@ -14,7 +14,7 @@
 
 #include "core/comm.h"
 #include "kernels/devplan.h"
-#include "gpu/gpu_proxy.h"
+#include "proxy/proxy.h"
 
 struct mpccl_proxy_work;
 
@@ -32,7 +32,7 @@ mpccl_status_t mpccl_os_remote_create(ncclComm_t comm, uint32_t nslots, uint32_t
 void mpccl_os_remote_close(mpccl_os_remote_t *r, int aborting);
 /* After the proxy detached.  Safe on NULL. */
 void mpccl_os_remote_free(mpccl_os_remote_t *r);
-/* The GPU-direct half (onesided_rma.h); NULL on NULL. */
+/* The GPU-direct half (gpu_win_rma.h); NULL on NULL. */
 struct mpccl_os_rma *mpccl_os_remote_rma(mpccl_os_remote_t *r);
 /* Whether peer is reached through the one-sided channel. */
 int mpccl_os_remote_reaches(const mpccl_os_remote_t *r, int peer);

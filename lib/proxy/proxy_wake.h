@@ -1,6 +1,6 @@
 /* How the proxy threads sleep while they have no work, and how they are woken.
  *
- * A proxy thread (one per lane, gpu_proxy_thread.c) polls kernel flags in host
+ * A proxy thread (one per lane, proxy_thread.c) polls kernel flags in host
  * memory, which cannot wake a thread, so it polls only while posted work is
  * unfinished; otherwise it blocks here, in one ppoll on its lane's eventfd
  * (written by mpccl_proxy_wake) and on the event fds of the transports it
@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include "util/status.h"
 
-/* Proxy threads a process may run: one per lane (gpu_proxy.h). */
+/* Proxy threads a process may run: one per lane (proxy.h). */
 #define MPCCL_PROXY_MAX_LANES 8
 
 /* Creates the eventfds (once per process). */

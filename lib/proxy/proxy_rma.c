@@ -1,4 +1,4 @@
-/* The one-sided channel as GPU-direct puts (gpu_proxy.h, mpccl_proxy_os_rma).
+/* The one-sided channel as GPU-direct puts (proxy.h, mpccl_proxy_os_rma).
  *
  * The put kernel raises pieces as it does for the staged channel: the header
  * in the staging, but the data in the piece's device slot -- or, when the
@@ -13,7 +13,7 @@
  * the kernel may then fill it again. */
 #include <string.h>
 
-#include "gpu/gpu_proxy_impl.h"
+#include "proxy/proxy_impl.h"
 #include "util/log.h"
 
 /* The header's last 8 bytes hold the signal's value while its put is in
