@@ -63,7 +63,8 @@ mpccl_status_t mpccl_shared_route(const mpccl_dev_ident_t *ids, int nranks, cons
     }
     out->mode = mps_off ? MPCCL_SHARED_SLICED : MPCCL_SHARED_TOGETHER;
     if (why) {
-        const char *reason = want == KERNELS ? "MPCCL_SHARED_GPU=kernels"
+        const char *reason = want == KERNELS ? "MPCCL_SHARED_GPU=kernels, the default; =auto lets rank 0's process "
+                                               "run every collective for all instead"
                              : !all_one      ? "the communicator spans several GPUs"
                              : !leader_ok    ? "more ranks than the shared-device path takes"
                                              : "MPS runs their kernels together";

@@ -9,12 +9,15 @@
  * a context) their kernels run together and the usual kernels are fastest.
  *
  * Setting MPCCL_SHARED_GPU:
- *   auto    (default) the shared-device path when every rank of the
- *           communicator sits on one GPU, two or more processes share it and
- *           MPS is off for any of them
+ *   auto    the shared-device path when every rank of the communicator sits
+ *           on one GPU, two or more processes share it and MPS is off for any
+ *           of them
  *   leader  the shared-device path whenever every rank sits on one GPU in two
  *           or more processes, MPS or not (testing, measuring)
- *   kernels never: the usual kernels, which time-slice without MPS */
+ *   kernels (default) never: the usual kernels, which time-slice without MPS.
+ *           The default until the shared-device path has run on GPUs (it is
+ *           built and its decision unit-tested, but no GPU was available to
+ *           validate it when it was written; test/gpu/shared-gpu.sh does). */
 #ifndef MPCCL_GPU_SHARED_ROUTE_H
 #define MPCCL_GPU_SHARED_ROUTE_H
 

@@ -156,9 +156,10 @@ static mpccl_setting_t settings[] = {
      "1: each GPU call asks the driver what its buffers are (pageable or another device's memory -> "
      "ncclInvalidArgument); 0: only NULL is caught, as NCCL does by default (two driver queries less per call)",
      NULL, NULL},
-    {"SHARED_GPU", NULL, "auto",
-     "processes sharing one GPU: auto (the leader's process runs every collective when MPS is off), leader (always), "
-     "kernels (never: the usual kernels, which the GPU time-slices without MPS)",
+    {"SHARED_GPU", NULL, "kernels",
+     "processes sharing one GPU: kernels (the usual kernels, which the GPU time-slices without MPS; the default until "
+     "the shared-device path has run on GPUs), auto (the leader's process runs every collective when MPS is off), "
+     "leader (always)",
      NULL, NULL},
     {"P2P_DISABLE", "NCCL_P2P_DISABLE", "0", "1: GPUs of one node talk through host memory instead of P2P/NVLink",
      NULL, NULL},

@@ -43,17 +43,17 @@ pass() { # $1: label; the rest: run-mpi.sh -e options
     echo "##### $lab done"
 }
 # no MPS: the shared-device path, bounded in time
-pass "no MPS, auto"
-step bounded
+pass "no MPS, auto" -e MPCCL_SHARED_GPU=auto
+step bounded -e MPCCL_SHARED_GPU=auto
 # MPS: the usual kernels by default, the shared-device path when forced
 if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
     dir=$(mktemp -d)
     export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
-        pass "MPS, auto" -e CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY
+        pass "MPS, auto" -e CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY -e MPCCL_SHARED_GPU=auto
         pass "MPS, leader" -e CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY -e MPCCL_SHARED_GPU=leader
-        step bounded -e CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY
+        step bounded -e CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY -e MPCCL_SHARED_GPU=auto
         echo quit | nvidia-cuda-mps-control
     else
         echo "##### MPS could not be started: its half is not run"
