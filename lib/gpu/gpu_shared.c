@@ -588,8 +588,9 @@ static mpccl_status_t leader_call(mpccl_gpu_shared_t *sh, mpccl_call_t *call, ui
     size_t es = mpccl_dtype_size(d->dt);
     MPCCL_CHECK(mpccl_shr_wait(sh, seq, followers_arrived, fn, "waiting for the other ranks sharing the GPU to call"));
     MPCCL_CHECK(check_match(sh, d, seq, fn));
-    mpccl_shr_args_t *a = calloc(1, sizeof(*a));
-    if (!a) return refuse(sh, seq, "%s: rank %d: out of memory", fn, sh->rank);
+    /* kept in the communicator: no allocation per call (the launch copies it) */
+    mpccl_shr_args_t *a = &sh->args;
+    memset(a, 0, sizeof(*a));
     mpccl_status_t st = MPCCL_OK;
     a->nranks = n;
     a->dtype = d->dt;
@@ -654,7 +655,6 @@ static mpccl_status_t leader_call(mpccl_gpu_shared_t *sh, mpccl_call_t *call, ui
         }
     }
     if (st == MPCCL_OK) st = launch_groups(sh, a, d, stream);
-    free(a);
     if (st != MPCCL_OK) {
         if (__atomic_load_n(&sh->seg->fail_seq, __ATOMIC_ACQUIRE) < seq)
             (void)refuse(sh, seq, "%s: the leader rank %d failed: %s", fn, sh->rank, mpccl_last_error());

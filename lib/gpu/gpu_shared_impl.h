@@ -12,6 +12,7 @@
 #include "gpu/gpu_ipc.h"
 #include "gpu/gpu_shared.h"
 #include "gpu/gpu_state.h"
+#include "kernels/shared_dev.h"
 
 #define SHR_CACHE 16            /* buffers remembered per rank (exports, imports) */
 #define SHR_UNIT_BYTES (64 << 10) /* a CTA's piece of a group per pass */
@@ -92,6 +93,7 @@ struct mpccl_gpu_shared {
     /* leader: its launches share the CTA counter and the scratch, so a
      * launch on another stream than the last waits for the last one */
     cudaEvent_t last_done;
+    mpccl_shr_args_t args; /* leader: the launch arguments being built */
     cudaStream_t last_stream;
     int have_last;
 };
