@@ -50,16 +50,17 @@ static mpccl_status_t stop_failed(mpccl_call_t *ops, mpccl_status_t st)
 {
     ncclComm_t failed = NULL;
     const mpccl_call_t *what = NULL;
-    for (mpccl_call_t *op = ops; op; op = op->next)
-        if (mpccl_comm_failed(op->comm)) {
-            mpccl_comm_send_revoke(op->comm);
-            if (!failed) failed = op->comm, what = op;
-        }
+    for (mpccl_call_t *op = ops; op && !failed; op = op->next)
+        if (mpccl_comm_failed(op->comm)) failed = op->comm, what = op;
     if (!failed) return st;
     /* A peer that revoked after a timeout kept a report naming who is to
-     * blame: this rank's error names them too. */
+     * blame: this rank's error names them too.  Fetched before this rank
+     * passes the revoke on, so that a rank that hears of it from here first
+     * finds the report here too (revokes travel from rank to rank). */
     int revoker = mpccl_comm_failed_by_revoke(failed);
     if (revoker >= 0) mpccl_hang_report_from(failed, revoker);
+    for (mpccl_call_t *op = ops; op; op = op->next)
+        if (mpccl_comm_failed(op->comm)) mpccl_comm_send_revoke(op->comm);
     char fn[64];
     snprintf(fn, sizeof(fn), "%s (%s)", mpccl_coll_name(what->desc.coll), ops->next ? "in a group" : "alone");
     return mpccl_comm_fail_report(failed, fn);
