@@ -1,11 +1,11 @@
 /* ncclMemAlloc / ncclMemFree: the arguments, then the GPU executor's
- * allocator (gpu/gpu_memalloc.c).  Without CUDA both calls report that the
+ * allocator (gpu/cuda_memalloc.c).  Without CUDA both calls report that the
  * library was built without it. */
 #include "build_config.h"
 #include "api/api.h"
 
 #ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_memalloc.h"
+#include "cuda/cuda_memalloc.h"
 
 MPCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size)
 {

@@ -23,9 +23,9 @@
 #include "onesided/onesided_win.h"
 
 #ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_comm.h"
-#include "gpu/gpu_ipc.h"
+#include "cuda/cuda_ipc.h"
 #include "gpu/gpu_win.h"
 #endif
 

@@ -6,7 +6,7 @@
 #ifndef MPCCL_GPU_ABORT_H
 #define MPCCL_GPU_ABORT_H
 
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 
 #ifdef MPCCL_HAVE_CUDA
 

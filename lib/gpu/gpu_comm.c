@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpu/gpu_fdpass.h"
+#include "cuda/cuda_fdpass.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "core/topo.h"

@@ -17,7 +17,7 @@
 #ifndef MPCCL_GPU_COMM_H
 #define MPCCL_GPU_COMM_H
 
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 
 #ifdef MPCCL_HAVE_CUDA
 
@@ -25,7 +25,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "gpu/gpu_abort.h"
-#include "gpu/gpu_ipc.h"
+#include "cuda/cuda_ipc.h"
 #include "kernels/devplan.h"
 #include "algo/algo_plan.h"
 

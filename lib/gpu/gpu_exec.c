@@ -11,7 +11,7 @@
 #ifdef MPCCL_HAVE_CUDA
 #include "algo/algo_p2p_schedule.h"
 #include "core/group.h"
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_abort.h"
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_win.h"

@@ -13,7 +13,7 @@
 #include "gpu/gpu_flat_geometry.h"
 #include "gpu/gpu_flat.h"
 #include "gpu/gpu_flat_ce.h"
-#include "gpu/gpu_ipc.h"
+#include "cuda/cuda_ipc.h"
 #include "kernels/flat.h"
 #include "util/log.h"
 #include "gpu/gpu_win.h"

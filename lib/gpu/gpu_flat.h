@@ -4,7 +4,7 @@
 #ifndef MPCCL_GPU_FLAT_H
 #define MPCCL_GPU_FLAT_H
 
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 
 #ifdef MPCCL_HAVE_CUDA
 #include "bootstrap/bootstrap.h"

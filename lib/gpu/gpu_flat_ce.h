@@ -13,7 +13,7 @@
 #ifndef MPCCL_GPU_FLAT_CE_H
 #define MPCCL_GPU_FLAT_CE_H
 
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 
 #ifdef MPCCL_HAVE_CUDA
 #include "kernels/flat.h"

@@ -27,7 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/comm_hier.h"
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_hier.h"
 #include "gpu/gpu_hier_geometry.h"
 #include "gpu/gpu_launch.h"

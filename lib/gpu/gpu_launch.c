@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "util/config.h"
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_lsa.h"
 #include "gpu/gpu_abort.h"
 #include "gpu/gpu_comm.h"
@@ -63,7 +63,7 @@ mpccl_status_t mpccl_gpu_setup(ncclComm_t comm)
     MPCCL_CHECK_GOTO(mpccl_gpu_hier_create(comm, &s->hier), st, out);
     MPCCL_CHECK_GOTO(mpccl_lsa_setup(comm, s->g->links_host), st, out);
     MPCCL_CHECK_GOTO(mpccl_gpu_shared_create(comm, &s->shared, NULL), st, out);
-    /* Peers push their registered buffers to this process (gpu_ipc_push.c); the
+    /* Peers push their registered buffers to this process (cuda_ipc_push.c); the
      * barrier below makes sure every rank serves before anyone registers. */
     if (mpccl_flat_reg_peer(s->flat, comm->rank)) MPCCL_CHECK_GOTO(mpccl_ipc_serve(), st, out);
     s->check_pointers = mpccl_config_int("CHECK_POINTERS") != 0;

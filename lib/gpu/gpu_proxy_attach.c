@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_proxy_mem.h"
 #include "gpu/gpu_state.h"

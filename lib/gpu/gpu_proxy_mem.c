@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gpu/gpu_comm.h"
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_proxy_mem.h"
 #include "ucx/ucx.h"
 #include "util/log.h"

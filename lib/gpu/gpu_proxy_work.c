@@ -1,7 +1,7 @@
 /* Posting the proxy's work from eager launches and captured graphs
  * (gpu_proxy_work.h). */
 #include <stdlib.h>
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_proxy_work.h"
 
 /* One per captured graph (per capture sequence): what the graph's launches

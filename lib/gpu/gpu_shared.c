@@ -23,7 +23,7 @@
 #include "core/comm_fail.h"
 #include "core/topo.h"
 #include "gpu/gpu_abort.h"
-#include "gpu/gpu_ipc.h"
+#include "cuda/cuda_ipc.h"
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_shared.h"
 #include "gpu/gpu_shared_impl.h"

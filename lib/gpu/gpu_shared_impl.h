@@ -4,12 +4,12 @@
 #ifndef MPCCL_GPU_SHARED_IMPL_H
 #define MPCCL_GPU_SHARED_IMPL_H
 
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 
 #ifdef MPCCL_HAVE_CUDA
 #include <stdint.h>
 
-#include "gpu/gpu_ipc.h"
+#include "cuda/cuda_ipc.h"
 #include "gpu/gpu_shared.h"
 #include "gpu/gpu_state.h"
 #include "kernels/shared_dev.h"

@@ -1,6 +1,6 @@
 /* Windows and one-sided operations on GPU communicators, for peers on this
  * node (doc/ONESIDED.md).  Windows (cudaMalloc or ncclMemAlloc memory) and the
- * signal area are exported to the node's peers (lib/gpu/gpu_ipc.c) at registration, so each rank holds
+ * signal area are exported to the node's peers (lib/cuda/cuda_ipc.c) at registration, so each rank holds
  * device pointers into its node peers' windows and counters.  A put up to
  * MPCCL_PUT_KERNEL_BYTES is one kernel (up to MPCCL_PUT_CTAS CTAs) that
  * stores into the peer's window and then adds 1 to the peer's counter; a
@@ -14,10 +14,10 @@
 
 #include "build_config.h"
 #include "util/config.h"
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_abort.h"
 #include "gpu/gpu_launch.h"
-#include "gpu/gpu_ipc.h"
+#include "cuda/cuda_ipc.h"
 #include "kernels/onesided.h"
 #include "kernels/onesided_remote.h"
 #include "util/log.h"

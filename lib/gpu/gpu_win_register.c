@@ -1,7 +1,7 @@
 /* ncclCommRegister on GPU communicators.  The allocation holding the buffer is
  * exported over CUDA IPC; when the communicator has flat kernels (one node,
  * P2P between all ranks) it is also mapped into every peer's process right
- * away (gpu_ipc_push.c), so that a collective whose input and output are
+ * away (cuda_ipc_push.c), so that a collective whose input and output are
  * registered on every rank -- NCCL's condition for using registrations --
  * reads and writes the peers' buffers directly: each rank's kernel tells each
  * peer where its buffer lies in that peer's address space, and no byte goes
@@ -13,7 +13,7 @@
 
 #include "gpu/gpu_flat.h"
 #include "gpu/gpu_launch.h"
-#include "gpu/gpu_ipc.h"
+#include "cuda/cuda_ipc.h"
 #include "util/log.h"
 #include "gpu/gpu_win.h"
 

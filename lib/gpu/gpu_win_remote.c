@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "util/config.h"
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_proxy_work.h"
 #include "kernels/onesided_remote.h"
 #include "util/log.h"

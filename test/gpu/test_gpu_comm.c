@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 #include "gpu/gpu_comm.h"
 #include "nccl.h"
 #include "util/status.h"

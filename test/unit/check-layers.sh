@@ -1,7 +1,7 @@
 #!/bin/sh
 # The layering rules of doc/MAP.md, over every folder of lib/:
 #
-#   util <- bootstrap <- ucx, algo <- core <- onesided, kernels <- host, proxy <- gpu <- devapi <- api
+#   util <- bootstrap <- ucx, algo <- core <- onesided, kernels, cuda <- host, proxy <- gpu <- devapi <- api
 #
 # 1. A file includes headers of, and names functions of, only the folders
 #    below its own (the edges of test/unit/import-graph.sh), except the few
@@ -21,7 +21,7 @@ fail=0
 rank() {
     case $1 in
     util) echo 0 ;; bootstrap) echo 1 ;; ucx | algo) echo 2 ;; core) echo 3 ;;
-    onesided | kernels) echo 4 ;; host | proxy) echo 5 ;; gpu) echo 6 ;; devapi) echo 7 ;; api) echo 8 ;;
+    onesided | kernels | cuda) echo 4 ;; host | proxy) echo 5 ;; gpu) echo 6 ;; devapi) echo 7 ;; api) echo 8 ;;
     *) echo none ;;
     esac
 }

@@ -1,4 +1,4 @@
-/* lib/gpu/gpu_fdpass.c: a descriptor offered under a key reaches another process
+/* lib/cuda/cuda_fdpass.c: a descriptor offered under a key reaches another process
  * (a forked child fetching from its parent, as ranks fetch ncclMemAlloc
  * memory from each other); unknown and withdrawn keys are refused with a
  * message; calls reach the handler of another process with their request
@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpu/gpu_fdpass.h"
+#include "cuda/cuda_fdpass.h"
 #include "bootstrap/bootstrap_net.h"
 #include "util/config.h"
 

@@ -24,7 +24,7 @@
 #include "bootstrap/bootstrap_root.h"
 #include "core/comm_fail.h"
 #include "core/shrink_door.h"
-#include "gpu/gpu_fdpass.h"
+#include "cuda/cuda_fdpass.h"
 #include "ucx/ucx_address_check.h"
 #include "util/stranger_log.h"
 

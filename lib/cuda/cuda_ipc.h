@@ -6,12 +6,12 @@
  *
  * Two kinds of regions: cudaMalloc memory travels as a cudaIpcMemHandle;
  * cuMem (VMM) allocations such as ncclMemAlloc memory travel as a POSIX file
- * descriptor, which the owner offers through its fd server (gpu_fdpass.h) and a
+ * descriptor, which the owner offers through its fd server (cuda_fdpass.h) and a
  * peer fetches at import.  Only built with CUDA. */
 #ifndef MPCCL_IPC_H
 #define MPCCL_IPC_H
 
-#include "gpu/gpu_cuda_rt.h"
+#include "cuda/cuda_rt.h"
 
 #ifdef MPCCL_HAVE_CUDA
 
@@ -22,7 +22,7 @@ typedef struct mpccl_ipc_desc {
     int32_t pid;              /* owner process */
     int32_t dev;              /* owner's device ordinal, in the owner's numbering */
     int32_t vmm;              /* 1: cuMem allocation shared by file descriptor (key: base) */
-    uint32_t fd_tag;          /* owner's fd server tag (gpu_fdpass.h), beside pid */
+    uint32_t fd_tag;          /* owner's fd server tag (cuda_fdpass.h), beside pid */
     unsigned char uuid[16];   /* owner's device, comparable across processes */
     uint64_t base;            /* allocation base in the owner's address space */
     uint64_t size;            /* bytes */
@@ -44,7 +44,7 @@ void mpccl_ipc_release(const mpccl_ipc_desc_t *d);
  * consumed; -1: fetch it from the owner). */
 mpccl_status_t mpccl_ipc_import_fd(const mpccl_ipc_desc_t *d, int my_dev, int fd, void **out);
 
-/* gpu_ipc_push.c: this process serves pushes (starts its fd server); once per
+/* cuda_ipc_push.c: this process serves pushes (starts its fd server); once per
  * process before peers may push to it. */
 mpccl_status_t mpccl_ipc_serve(void);
 /* Has process peer_pid map the region d describes (exported by this process)

@@ -1,5 +1,5 @@
-/* CUDA IPC between the ranks of one node (see gpu_ipc.h). */
-#include "gpu/gpu_ipc.h"
+/* CUDA IPC between the ranks of one node (see cuda_ipc.h). */
+#include "cuda/cuda_ipc.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpu/gpu_fdpass.h"
+#include "cuda/cuda_fdpass.h"
 #include "util/log.h"
 #include "core/topo.h"
 

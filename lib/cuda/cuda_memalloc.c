@@ -8,8 +8,8 @@
 #include "build_config.h"
 
 #ifdef MPCCL_HAVE_CUDA
-#include "gpu/gpu_cuda_rt.h"
-#include "gpu/gpu_memalloc.h"
+#include "cuda/cuda_rt.h"
+#include "cuda/cuda_memalloc.h"
 #include "util/log.h"
 
 #include <pthread.h>

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpu/gpu_fdpass.h"
-#include "gpu/gpu_ipc.h"
+#include "cuda/cuda_fdpass.h"
+#include "cuda/cuda_ipc.h"
 #include "util/log.h"
 
 enum { PUSH_MAP = 1, PUSH_UNMAP = 2 };

@@ -1,6 +1,6 @@
-/* Handing file descriptors to other processes of this host (see gpu_fdpass.h). */
+/* Handing file descriptors to other processes of this host (see cuda_fdpass.h). */
 #define _GNU_SOURCE
-#include "gpu/gpu_fdpass.h"
+#include "cuda/cuda_fdpass.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
-/* ncclMemAlloc / ncclMemFree's allocator (gpu_memalloc.c); the entry points
+/* ncclMemAlloc / ncclMemFree's allocator (cuda_memalloc.c); the entry points
  * and their argument checks are api/api_memalloc.c's. */
-#ifndef MPCCL_GPU_MEMALLOC_H
-#define MPCCL_GPU_MEMALLOC_H
+#ifndef MPCCL_CUDA_MEMALLOC_H
+#define MPCCL_CUDA_MEMALLOC_H
 
 #include <stddef.h>
 

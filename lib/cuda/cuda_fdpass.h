@@ -7,7 +7,7 @@
  * The same server answers calls: a small request (and optionally a file
  * descriptor) that a handler installed by this process serves on the server
  * thread.  Registered buffers use it: the owner asks each peer process to map
- * its buffer and learns the address there (gpu_ipc_push.c), so the peer never has
+ * its buffer and learns the address there (cuda_ipc_push.c), so the peer never has
  * to stop and ask for it.
  *
  * The first offer (or mpccl_fdpass_serve) starts one server thread per

@@ -1,6 +1,6 @@
 /* CUDA runtime helpers: error conversion, device binding, driver entry points
- * and the memory kind of user pointers (see gpu_cuda_rt.h). */
-#include "gpu/gpu_cuda_rt.h"
+ * and the memory kind of user pointers (see cuda_rt.h). */
+#include "cuda/cuda_rt.h"
 
 #include <inttypes.h>
 #include <pthread.h>
