@@ -90,12 +90,7 @@ void mpccl_gpu_hier_destroy(mpccl_gpu_hier_t *gh, int leak)
 {
     if (!gh) return;
     if (!leak) {
-        while (gh->scratch) {
-            scratch_block_t *older = gh->scratch->older;
-            cudaFree(gh->scratch->ptr);
-            free(gh->scratch);
-            gh->scratch = older;
-        }
+        mpccl_gpu_scratch_free(&gh->scratch);
     }
     cudaEvent_t ev[] = {gh->fork, gh->pre_done, gh->node_join, gh->rail_join};
     for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++)
@@ -111,9 +106,7 @@ void mpccl_gpu_hier_destroy(mpccl_gpu_hier_t *gh, int leak)
 
 uint64_t mpccl_gpu_hier_mem_bytes(const mpccl_gpu_hier_t *gh)
 {
-    uint64_t total = 0;
-    for (const scratch_block_t *b = gh ? gh->scratch : NULL; b; b = b->older) total += b->bytes;
-    return total;
+    return mpccl_gpu_scratch_bytes(gh ? gh->scratch : NULL);
 }
 
 int mpccl_gpu_hier_takes(ncclComm_t comm, const mpccl_gpu_hier_t *gh, const mpccl_coll_desc_t *d)

@@ -343,16 +343,6 @@ mpccl_status_t mpccl_gpu_shared_create(ncclComm_t comm, mpccl_gpu_shared_t **out
     return MPCCL_OK;
 }
 
-static void free_blocks(scratch_block_t *b)
-{
-    while (b) {
-        scratch_block_t *older = b->older;
-        cudaFree(b->ptr);
-        free(b);
-        b = older;
-    }
-}
-
 void mpccl_gpu_shared_destroy(mpccl_gpu_shared_t *sh)
 {
     if (!sh) return;
@@ -363,10 +353,10 @@ void mpccl_gpu_shared_destroy(mpccl_gpu_shared_t *sh)
     }
     for (int i = 0; i < SHR_CACHE; i++)
         if (sh->exports[i].size && sh->exports[i].desc.vmm) mpccl_ipc_unexport(&sh->exports[i].desc);
-    free_blocks(sh->stage_in);
-    free_blocks(sh->stage_out);
-    free_blocks(sh->scratch);
-    free_blocks(sh->stage_p2p);
+    mpccl_gpu_scratch_free(&sh->stage_in);
+    mpccl_gpu_scratch_free(&sh->stage_out);
+    mpccl_gpu_scratch_free(&sh->scratch);
+    mpccl_gpu_scratch_free(&sh->stage_p2p);
     free(sh->sent);
     free(sh->recvd);
     if (sh->counter) cudaFree(sh->counter);

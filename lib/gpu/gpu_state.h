@@ -70,9 +70,25 @@ typedef struct mpccl_gpu_state {
     int have_last;
 } mpccl_gpu_state_t;
 
+/* The cached plan of d's call shape, made and kept on first use
+ * (gpu_plan_cache.c). */
+mpccl_status_t mpccl_gpu_plan_lookup(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,
+                                     plan_entry_t **out);
+/* The plan of a group's n p2p calls of comm, cached by the calls' shape: one
+ * launch moves them all (buffer 3+k is call k's). */
+mpccl_status_t mpccl_gpu_plan_lookup_p2p(ncclComm_t comm, mpccl_gpu_state_t *s, struct mpccl_call **calls, int n,
+                                         plan_entry_t **out);
+/* Frees every cached plan; the device memory they hold, in bytes. */
+void mpccl_gpu_plans_free(mpccl_gpu_state_t *s);
+uint64_t mpccl_gpu_plans_bytes(const mpccl_gpu_state_t *s);
+
 /* Scratch from a list that only grows (head: the newest, largest block):
  * a block of at least bytes. */
 mpccl_status_t mpccl_gpu_scratch_get(scratch_block_t **head, size_t bytes, void **out);
+/* Frees every block of the list (no launch may still use them); the bytes
+ * the list holds. */
+void mpccl_gpu_scratch_free(scratch_block_t **head);
+uint64_t mpccl_gpu_scratch_bytes(const scratch_block_t *head);
 
 /* Attaches comm to the proxy thread (gpu_proxy_attach.c); the caller has the
  * device current. */
