@@ -8,6 +8,7 @@
 #include "core/check_mode.h"
 #include "core/hang_report.h"
 #include "core/side_channel.h"
+#include "core/stall_watch.h"
 #include "core/comm.h"
 #include "core/tags.h"
 #include "core/comm_fail.h"
@@ -143,6 +144,7 @@ mpccl_status_t mpccl_comm_setup(ncclComm_t comm, mpccl_bootstrap_t *bs, const nc
     MPCCL_CHECK_GOTO(mpccl_comm_fail_setup(comm), st, out);
     MPCCL_CHECK_GOTO(mpccl_check_setup(comm), st, out);
     mpccl_side_set_dump(dump_to_log); /* SIGUSR2 */
+    mpccl_stall_watch_install();       /* GPU kernels that wait too long */
     MPCCL_CHECK_GOTO(mpccl_ucx_transport_create_local(&comm->bs, mpccl_comm_same_machine(comm), &comm->transport),
                      st, out);
     mpccl_comm_fail_attach(comm);

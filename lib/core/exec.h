@@ -119,6 +119,12 @@ struct mpccl_executor {
      * known: host communicators).  Called by the side channel's thread while
      * the application thread may be stuck: reads only, never waits. */
     void (*describe)(ncclComm_t comm, char *buf, size_t len);
+    /* Whether this communicator's kernels have waited in one launch for
+     * limit_s seconds or more with no MPCCL_OP_TIMEOUT to end the wait; said
+     * once per launch (core/stall_watch.h).  NULL where calls wait on the
+     * host and report their stalls themselves.  Called about once a second
+     * from the side channel's thread: reads only, never waits. */
+    int (*stalled)(ncclComm_t comm, int limit_s);
 };
 
 typedef struct mpccl_executor mpccl_executor_t;

@@ -61,7 +61,7 @@ typedef struct reg {
     struct ncclComm *comm;
     uint64_t id;
     int rank;
-    int busy; /* a dump is running on it */
+    int busy; /* a dump or a watch's act is running on it */
 } reg_t;
 
 typedef struct client {
@@ -83,6 +83,9 @@ static int started;
 static pid_t owner_pid;
 static volatile sig_atomic_t dump_asked;
 static void (*dump_fn)(struct ncclComm *comm);
+static int (*watch_due)(struct ncclComm *comm);
+static void (*watch_act)(struct ncclComm *comm);
+#define WATCH_EVERY_MS 1000
 
 static struct ncclComm *find_locked(uint64_t id, int rank)
 {
@@ -237,17 +240,82 @@ static void readable(client_t *c)
     }
 }
 
-static void *dump_main(void *arg);
+/* fn run on each communicator of list (n of them, each held busy, list
+ * malloc'd) by a short-lived thread, which then lets them go. */
+typedef struct run_args {
+    void (*fn)(struct ncclComm *comm);
+    struct ncclComm **list;
+    int n;
+} run_args_t;
 
-static void start_dump(void)
+static void *run_main(void *arg)
 {
+    run_args_t *a = arg;
+    for (int i = 0; i < a->n && a->fn; i++) a->fn(a->list[i]);
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nreg; i++)
+        for (int k = 0; k < a->n; k++)
+            if (regs[i].comm == a->list[k] && regs[i].busy > 0) {
+                regs[i].busy--;
+                break;
+            }
+    pthread_cond_broadcast(&idle_cv);
+    pthread_mutex_unlock(&mu);
+    free(a->list);
+    free(a);
+    return NULL;
+}
+
+/* Called with mu held: marks the n registrations listed in idx busy and
+ * starts fn on their communicators; what says what for a warning. */
+static void start_run_locked(void (*fn)(struct ncclComm *comm), const int *idx, int n, const char *what)
+{
+    run_args_t *a = calloc(1, sizeof(*a));
+    struct ncclComm **list = calloc((size_t)(n ? n : 1), sizeof(*list));
+    if (!a || !list) {
+        free(a), free(list);
+        MPCCL_WARN(MPCCL_SUB_INIT, "%s: out of memory for the hang report", what);
+        return;
+    }
+    for (int i = 0; i < n; i++) list[i] = regs[idx[i]].comm;
+    *a = (run_args_t){.fn = fn, .list = list, .n = n};
     pthread_t th;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &attr, dump_main, NULL) != 0)
-        MPCCL_WARN(MPCCL_SUB_INIT, "SIGUSR2: no thread for the hang report");
+    if (pthread_create(&th, &attr, run_main, a) != 0) {
+        MPCCL_WARN(MPCCL_SUB_INIT, "%s: no thread for the hang report", what);
+        free(list), free(a);
+    } else {
+        for (int i = 0; i < n; i++) regs[idx[i]].busy++;
+    }
     pthread_attr_destroy(&attr);
+}
+
+/* SIGUSR2: dump_fn on every registered communicator. */
+static void start_dump(void)
+{
+    pthread_mutex_lock(&mu);
+    int *idx = calloc((size_t)(nreg ? nreg : 1), sizeof(*idx));
+    if (idx && dump_fn) {
+        for (int i = 0; i < nreg; i++) idx[i] = i;
+        start_run_locked(dump_fn, idx, nreg, "SIGUSR2");
+    }
+    pthread_mutex_unlock(&mu);
+    free(idx);
+}
+
+/* The watch's look at every registered communicator. */
+static void watch_tick(void)
+{
+    pthread_mutex_lock(&mu);
+    int *idx = watch_due && watch_act ? calloc((size_t)(nreg ? nreg : 1), sizeof(*idx)) : NULL;
+    int n = 0;
+    for (int i = 0; idx && i < nreg; i++)
+        if (!regs[i].busy && watch_due(regs[i].comm)) idx[n++] = i;
+    if (n) start_run_locked(watch_act, idx, n, "stall watch");
+    pthread_mutex_unlock(&mu);
+    free(idx);
 }
 
 static void *server_main(void *arg)
@@ -256,6 +324,7 @@ static void *server_main(void *arg)
     client_t *cl = NULL;
     int ncl = 0;
     struct pollfd *pfd = NULL;
+    int64_t next_watch = mpccl_socket_now_ms() + WATCH_EVERY_MS;
     for (;;) {
         struct pollfd *np = realloc(pfd, sizeof(*pfd) * (size_t)(ncl + 2));
         if (!np) {
@@ -273,6 +342,10 @@ static void *server_main(void *arg)
                 if (left < 0) left = 0;
                 if (next < 0 || left < next) next = left;
             }
+        }
+        if (__atomic_load_n(&watch_due, __ATOMIC_ACQUIRE)) {
+            int64_t left = next_watch > now ? next_watch - now : 0;
+            if (next < 0 || left < next) next = left;
         }
         int r = poll(pfd, (nfds_t)(ncl + 2), (int)next);
         if (r < 0 && errno != EINTR) sleep(1);
@@ -300,6 +373,10 @@ static void *server_main(void *arg)
             }
         }
         now = mpccl_socket_now_ms();
+        if (__atomic_load_n(&watch_due, __ATOMIC_ACQUIRE) && now >= next_watch) {
+            watch_tick();
+            next_watch = now + WATCH_EVERY_MS;
+        }
         int j = 0;
         for (int i = 0; i < ncl; i++) {
             if (cl[i].fd >= 0 && !cl[i].authed && now >= cl[i].deadline_ms) drop(&cl[i]);
@@ -470,31 +547,12 @@ void mpccl_side_set_dump(void (*dump)(struct ncclComm *comm))
     pthread_mutex_unlock(&mu);
 }
 
-static void *dump_main(void *arg)
+void mpccl_side_set_watch(int (*due)(struct ncclComm *comm), void (*act)(struct ncclComm *comm))
 {
-    (void)arg;
     pthread_mutex_lock(&mu);
-    int n = nreg;
-    struct ncclComm **list = calloc((size_t)(n ? n : 1), sizeof(*list));
-    for (int i = 0; list && i < n; i++) {
-        regs[i].busy++;
-        list[i] = regs[i].comm;
-    }
-    void (*dump)(struct ncclComm *) = dump_fn;
+    watch_act = act;
+    __atomic_store_n(&watch_due, due, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&mu);
-    if (!list) return NULL;
-    for (int i = 0; i < n && dump; i++) dump(list[i]);
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < nreg; i++)
-        for (int k = 0; k < n; k++)
-            if (regs[i].comm == list[k] && regs[i].busy > 0) {
-                regs[i].busy--;
-                break;
-            }
-    pthread_cond_broadcast(&idle_cv);
-    pthread_mutex_unlock(&mu);
-    free(list);
-    return NULL;
 }
 
 /* ---- requests to peers ---- */

@@ -67,5 +67,11 @@ mpccl_status_t mpccl_side_take(struct ncclComm *comm, int peer, uint32_t kind, u
  * communicator's hang report, job-wide, printed by a short-lived thread that
  * runs dump(comm) for each. */
 void mpccl_side_set_dump(void (*dump)(struct ncclComm *comm));
+/* A watch over every registered communicator, about once a second on the
+ * side channel's thread: due(comm), called with the registry locked (quick:
+ * reads only, never waits), says whether act(comm) should run; act runs on a
+ * short-lived thread, the communicator kept registered until it returns
+ * (core/stall_watch.h). */
+void mpccl_side_set_watch(int (*due)(struct ncclComm *comm), void (*act)(struct ncclComm *comm));
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "bootstrap/bootstrap_net.h"
 #include "core/comm.h"
 #include "core/hang_report.h"
 #include "core/comm_hooks.h"
@@ -69,6 +70,20 @@ void mpccl_gpu_comm_describe(struct ncclComm *comm, char *buf, size_t len)
     if (len) buf[0] = '\0';
     if (!comm || comm->cuda_dev < 0) return;
     mpccl_gpu_abort_describe(mpccl_gpu_abort_ctl(comm), comm->parent_ranks, buf, len);
+}
+
+int mpccl_gpu_comm_stalled(struct ncclComm *comm, int limit_s)
+{
+    mpccl_gpu_abort_ctl_t *c = comm->cuda_dev >= 0 ? mpccl_gpu_abort_ctl(comm) : NULL;
+    if (!c || __atomic_load_n(&c->seq, __ATOMIC_RELAXED) == 0) return 0; /* nothing launched yet */
+    const volatile mpccl_gpu_abort_t *h = c->host;
+    if (h->timeout_ns || h->stop || h->hung) return 0; /* the kernels end the wait themselves, or stopped */
+    uint64_t stamp = h->wait_stamp; /* written last by the kernel */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    double waited = mpccl_stall_observe(&c->stall, h->wait_seq, stamp, mpccl_socket_now_ms());
+    if (waited < limit_s || c->stall.reported == c->stall.seq) return 0;
+    c->stall.reported = c->stall.seq;
+    return 1;
 }
 
 void mpccl_gpu_comm_drain_logged(struct ncclComm *comm)

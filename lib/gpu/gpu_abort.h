@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "core/stall_watch.h"
 #include "kernels/abort.h"
 #include "util/status.h"
 
@@ -25,6 +26,7 @@ typedef struct mpccl_gpu_abort_ctl {
     int reported;            /* the hang record was turned into an error (atomic) */
     int job_reported;        /* the job-wide report was gathered (atomic; core/hang_report.h) */
     char job_summary[768];   /* its summary line, added to the error from then on */
+    mpccl_stall_track_t stall; /* the stall watch's looks (side channel thread only) */
 } mpccl_gpu_abort_ctl_t;
 
 /* Allocates the word (cleared) with MPCCL_OP_TIMEOUT as the kernels' timeout. */
@@ -67,6 +69,9 @@ void mpccl_gpu_comm_drain_logged(struct ncclComm *comm);
 mpccl_status_t mpccl_gpu_comm_quiesce(struct ncclComm *comm, const char *fn);
 /* The executor's describe (core/exec.h): mpccl_gpu_abort_describe of comm. */
 void mpccl_gpu_comm_describe(struct ncclComm *comm, char *buf, size_t len);
+/* The executor's stalled (core/exec.h): a kernel of comm has waited in one
+ * launch for limit_s seconds, with no MPCCL_OP_TIMEOUT; 1 once per launch. */
+int mpccl_gpu_comm_stalled(struct ncclComm *comm, int limit_s);
 /* A kernel of comm timed out (MPCCL_OP_TIMEOUT): records ncclRemoteError as
  * comm's asynchronous error and returns the error (with its message); else
  * MPCCL_OK. */

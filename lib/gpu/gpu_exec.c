@@ -191,6 +191,7 @@ static const mpccl_executor_t gpu_executor = {
     .can_suspend = gpu_can_suspend,
     .poll_error = gpu_poll_error,
     .describe = mpccl_gpu_comm_describe,
+    .stalled = mpccl_gpu_comm_stalled,
 };
 
 /* When the library loads (core/exec.h). */

@@ -9,7 +9,7 @@ if [ ! -x "$prog" ]; then
     exit 77
 fi
 status=0 ran=0
-for s in check absent; do
+for s in check absent stall; do
     for n in 2 3 4; do
         timeout -k 5 120 "$prog" "$s" "$n"
         r=$?

@@ -6,6 +6,11 @@
  *     ncclCommGetAsyncError is ncclRemoteError within 15 s, and
  *     ncclGetLastError names the last rank (host, pid), "has not launched call 6",
  *     and the peer and flag step the kernel waited at.
+ *   test_hang_gpu stall [N]: MPCCL_STALL_REPORT_S=2, no timeout; the last
+ *     rank comes to call 6 six seconds late.  Rank 0's log (its stderr, kept
+ *     in a file) holds one "stalled for 2 s" report naming the last rank and
+ *     "has not launched call 6", and every result is exact: the report
+ *     changes nothing.
  *   test_hang_gpu check [N]: MPCCL_CHECK_MODE=1; the last rank calls
  *     ncclBroadcast where the others call ncclAllReduce: every rank gets
  *     ncclInvalidUsage within 1 s naming the rank and the operation; a
@@ -102,6 +107,43 @@ static int absent(ncclComm_t comm, cudaStream_t s, int *dev, int *host)
     return 0;
 }
 
+static char log_path[128]; /* this rank's stderr, for the stall scenario */
+
+static int stall(ncclComm_t comm, cudaStream_t s, int *dev, int *host)
+{
+    for (int k = 1; k <= 5; k++)
+        if (good_allreduce(comm, s, dev, host, k)) return 1;
+    int last = nranks - 1;
+    double t0 = now_s();
+    if (rank_ == last) sleep(6); /* late for call 6: the others' kernels wait */
+    if (good_allreduce(comm, s, dev, host, 6)) return 1;
+    double took = now_s() - t0;
+    if (good_allreduce(comm, s, dev, host, 7)) return 1;
+    ncclCommDestroy(comm);
+    fflush(stderr);
+    if (rank_ != 0) {
+        printf("hang-gpu scenario=stall rank=%d: ok, call 6 took %.1f s\n", rank_, took);
+        return 0;
+    }
+    /* Rank 0 is the lowest waiting rank: the report is printed there. */
+    FILE *f = fopen(log_path, "r");
+    if (!f) FAILF("cannot read its log %s", log_path);
+    char line[4096], want[64];
+    int reports = 0, named = 0;
+    snprintf(want, sizeof(want), "rank %d (host ", last);
+    while (fgets(line, sizeof(line), f)) {
+        if (!strstr(line, "hang: stalled for 2 s")) continue;
+        reports++;
+        if (strstr(line, want) && strstr(line, "has not launched call 6")) named = 1;
+        fputs(line, stdout);
+    }
+    fclose(f);
+    if (reports != 1) FAILF("%d stall reports in its log, expected one (call 6 took %.1f s)", reports, took);
+    if (!named) FAILF("the stall report does not name rank %d as not having launched call 6", last);
+    printf("hang-gpu scenario=stall rank=%d: ok, call 6 took %.1f s, one report naming rank %d\n", rank_, took, last);
+    return 0;
+}
+
 static int check(ncclComm_t comm, cudaStream_t s, int *dev, int *host)
 {
     if (good_allreduce(comm, s, dev, host, 1)) return 1;
@@ -141,19 +183,22 @@ static int rank_main(int id_fd_r, int *id_fd_w)
     CUDACHK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int *dev = NULL, *host = malloc(COUNT * sizeof(int));
     CUDACHK(cudaMalloc((void **)&dev, COUNT * sizeof(int)));
-    return strcmp(scenario, "absent") == 0 ? absent(comm, s, dev, host) : check(comm, s, dev, host);
+    if (strcmp(scenario, "absent") == 0) return absent(comm, s, dev, host);
+    if (strcmp(scenario, "stall") == 0) return stall(comm, s, dev, host);
+    return check(comm, s, dev, host);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || (strcmp(argv[1], "absent") && strcmp(argv[1], "check"))) {
-        fprintf(stderr, "usage: %s absent|check [NRANKS]\n", argv[0]);
+    if (argc < 2 || (strcmp(argv[1], "absent") && strcmp(argv[1], "check") && strcmp(argv[1], "stall"))) {
+        fprintf(stderr, "usage: %s absent|stall|check [NRANKS]\n", argv[0]);
         return 2;
     }
     scenario = argv[1];
     nranks = argc > 2 ? atoi(argv[2]) : 3;
     if (nranks < 2 || nranks > MAX_RANKS) return 2;
     if (strcmp(scenario, "absent") == 0) setenv("MPCCL_OP_TIMEOUT", "3", 1);
+    else if (strcmp(scenario, "stall") == 0) setenv("MPCCL_STALL_REPORT_S", "2", 1), unsetenv("MPCCL_OP_TIMEOUT");
     else setenv("MPCCL_CHECK_MODE", "1", 1);
     int idp[MAX_RANKS][2];
     for (int r = 0; r < nranks; r++)
@@ -164,11 +209,16 @@ int main(int argc, char **argv)
         if (pid[r] < 0) return 1;
         if (pid[r] == 0) {
             rank_ = r;
+            if (strcmp(scenario, "stall") == 0) { /* the log, read back by rank 0 */
+                snprintf(log_path, sizeof(log_path), "/tmp/hang-gpu-stall-%d.log", (int)getpid());
+                if (!freopen(log_path, "w", stderr)) _exit(1);
+            }
             int w[MAX_RANKS];
             for (int k = 0; k < nranks; k++) w[k] = idp[k][1];
             alarm(100);
             int rc = rank_main(idp[r][0], w);
             fflush(stdout);
+            if (log_path[0]) unlink(log_path);
             _exit(rc);
         }
     }
