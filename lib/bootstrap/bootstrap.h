@@ -35,6 +35,11 @@ static inline mpccl_status_t mpccl_bootstrap_barrier(mpccl_bootstrap_t *bs)
 {
     return bs->ops->barrier(bs);
 }
+/* Collective: every rank learns whether every rank's step succeeded.  Returns
+ * mine when it is an error; else the first failed rank's error named with
+ * what (its own status when peer_code is nonzero, MPCCL_ERR_REMOTE
+ * otherwise); else MPCCL_OK (bootstrap_agree.c). */
+mpccl_status_t mpccl_bootstrap_agree(mpccl_bootstrap_t *bs, mpccl_status_t mine, int peer_code, const char *what);
 static inline void mpccl_bootstrap_close(mpccl_bootstrap_t *bs)
 {
     if (bs && bs->ops) bs->ops->close(bs);

@@ -270,27 +270,6 @@ typedef struct {
     int32_t dev;
 } rank_info_t;
 
-/* Every rank learns whether any rank failed, so all return together instead
- * of some waiting for a peer that gave up. */
-static mpccl_status_t agree(mpccl_bootstrap_t *bs, mpccl_status_t mine, const char *stage)
-{
-    int32_t *all = calloc((size_t)bs->nranks, sizeof(int32_t));
-    if (all == NULL) return mpccl_fail(MPCCL_ERR_SYSTEM, "GPU communicator setup: out of memory");
-    all[bs->rank] = (int32_t)mine;
-    mpccl_status_t st = mpccl_bootstrap_allgather(bs, all, sizeof(int32_t));
-    if (st == MPCCL_OK && mine == MPCCL_OK) {
-        for (int r = 0; r < bs->nranks; r++) {
-            if (all[r] != MPCCL_OK) {
-                st = mpccl_fail(MPCCL_ERR_REMOTE, "GPU communicator setup: rank %d failed (%s) while %s", r,
-                                mpccl_status_name((mpccl_status_t)all[r]), stage);
-                break;
-            }
-        }
-    }
-    free(all);
-    return mine != MPCCL_OK ? mine : st;
-}
-
 static uint64_t make_nonce(void)
 {
     uint64_t n = 0;
@@ -558,13 +537,15 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
     layout_t l = layout_of(g);
     int m = nv_index(topo, rows, n, g->rank, n);
     mpccl_status_t bst = build_mailbox(g, &l, m);
-    MPCCL_CHECK_GOTO(agree(bs, bst, "allocating its mailbox"), st, out);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_agree(bs, bst, 0, "GPU communicator setup (allocating its mailbox)"), st, out);
     MPCCL_CHECK_GOTO(mpccl_bootstrap_allgather(bs, g->peer_desc, sizeof(*g->peer_desc)), st, out);
 
     /* 4: host segments exist before anyone opens them; everything is mapped
      * before anyone may write (the caller's first launch). */
-    MPCCL_CHECK_GOTO(agree(bs, map_peers(g, topo, rows, &l, 0), "creating host mailboxes"), st, out);
-    MPCCL_CHECK_GOTO(agree(bs, map_peers(g, topo, rows, &l, 1), "mapping peer mailboxes"), st, out);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_agree(bs, map_peers(g, topo, rows, &l, 0), 0,
+                                           "GPU communicator setup (creating host mailboxes)"), st, out);
+    MPCCL_CHECK_GOTO(mpccl_bootstrap_agree(bs, map_peers(g, topo, rows, &l, 1), 0,
+                                           "GPU communicator setup (mapping peer mailboxes)"), st, out);
     for (int j = 0; j < n; j++)
         if (g->seg_rx[j]) seg_unlink(g->seg_rx[j]);
 
@@ -576,7 +557,7 @@ static mpccl_status_t create_steps(mpccl_gpu_comm_t *g, mpccl_bootstrap_t *bs, c
         g->dlinks = (mpccl_dev_link_t *)((char *)g->dcomm + hdr);
         ust = mpccl_gpu_comm_commit(g);
     }
-    st = agree(bs, ust, "uploading its communicator");
+    st = mpccl_bootstrap_agree(bs, ust, 0, "GPU communicator setup (uploading its communicator)");
 out:
     free(info);
     free(rows);

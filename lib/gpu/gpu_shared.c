@@ -255,20 +255,6 @@ static mpccl_status_t leader_setup(mpccl_gpu_shared_t *sh)
     return MPCCL_OK;
 }
 
-static mpccl_status_t agree(mpccl_bootstrap_t *bs, mpccl_status_t mine, const char *stage)
-{
-    int32_t *all = calloc((size_t)bs->nranks, sizeof(int32_t));
-    if (!all) return mpccl_fail(MPCCL_ERR_SYSTEM, "shared-device path: out of memory");
-    all[bs->rank] = mine;
-    mpccl_status_t st = mpccl_bootstrap_allgather(bs, all, sizeof(int32_t));
-    for (int r = 0; st == MPCCL_OK && mine == MPCCL_OK && r < bs->nranks; r++)
-        if (all[r] != MPCCL_OK)
-            st = mpccl_fail(MPCCL_ERR_REMOTE, "shared-device path: rank %d failed (%s) while %s", r,
-                            mpccl_status_name((mpccl_status_t)all[r]), stage);
-    free(all);
-    return mine != MPCCL_OK ? mine : st;
-}
-
 mpccl_status_t mpccl_gpu_shared_create(ncclComm_t comm, mpccl_gpu_shared_t **out, mpccl_shared_route_t *route_out)
 {
     *out = NULL;
@@ -327,13 +313,13 @@ mpccl_status_t mpccl_gpu_shared_create(ncclComm_t comm, mpccl_gpu_shared_t **out
     snprintf(name, sizeof name, "/mpccl-shr-%016llx", (unsigned long long)nonce);
     mpccl_status_t mine = st;
     if (mine == MPCCL_OK && comm->rank == sh->leader) mine = map_segment(sh, name, 1);
-    if (st == MPCCL_OK) st = agree(bs, mine, "creating its segment");
+    if (st == MPCCL_OK) st = mpccl_bootstrap_agree(bs, mine, 0, "shared-device path (creating its segment)");
     if (st == MPCCL_OK && comm->rank != sh->leader) mine = map_segment(sh, name, 0);
-    if (st == MPCCL_OK) st = agree(bs, mine, "mapping its segment");
+    if (st == MPCCL_OK) st = mpccl_bootstrap_agree(bs, mine, 0, "shared-device path (mapping its segment)");
     if (comm->rank == sh->leader) shm_unlink(name);
     if (st == MPCCL_OK) {
         mine = comm->rank == sh->leader ? leader_setup(sh) : MPCCL_OK;
-        st = agree(bs, mine, "setting up the leader");
+        st = mpccl_bootstrap_agree(bs, mine, 0, "shared-device path (setting up the leader)");
     }
     if (st != MPCCL_OK) {
         mpccl_gpu_shared_destroy(sh);

@@ -31,23 +31,7 @@ mpccl_status_t mpccl_win_state(ncclComm_t comm, mpccl_win_state_t **out)
 
 mpccl_status_t mpccl_win_agree(ncclComm_t comm, mpccl_status_t st, const char *what)
 {
-    int32_t *all = calloc((size_t)comm->nranks, sizeof(int32_t));
-    if (!all) return mpccl_fail(MPCCL_ERR_SYSTEM, "%s: out of memory agreeing on the result", what);
-    all[comm->rank] = (int32_t)st;
-    mpccl_status_t bs = mpccl_bootstrap_allgather(&comm->bs, all, sizeof(int32_t));
-    if (bs != MPCCL_OK) {
-        free(all);
-        return st != MPCCL_OK ? st : bs;
-    }
-    if (st == MPCCL_OK)
-        for (int r = 0; r < comm->nranks; r++)
-            if (all[r] != MPCCL_OK) {
-                st = mpccl_fail((mpccl_status_t)all[r], "%s: failed on rank %d (%s; see that rank's log)", what, r,
-                                mpccl_status_name((mpccl_status_t)all[r]));
-                break;
-            }
-    free(all);
-    return st;
+    return mpccl_bootstrap_agree(&comm->bs, st, 1, what);
 }
 
 mpccl_status_t mpccl_win_allgather_blobs(ncclComm_t comm, const void *mine, size_t len, unsigned char **all,
