@@ -228,6 +228,21 @@ mpccl_status_t mpccl_mem_kind(const void *p, int comm_dev, int *kind)
     return mpccl_mem_kind_dev(p, comm_dev, kind, NULL);
 }
 
+int mpccl_mem_device_range(const void *p, uint64_t *base, uint64_t *size, uint64_t *id)
+{
+    alloc_info_t info;
+    if (query_alloc(p, &info) != MPCCL_OK) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (info.managed || info.memtype != CU_MEMORYTYPE_DEVICE || info.size == 0 || info.id == 0 || info.id == ~0ull)
+        return 0;
+    *base = (uint64_t)info.base;
+    *size = (uint64_t)info.size;
+    *id = (uint64_t)info.id;
+    return 1;
+}
+
 mpccl_status_t mpccl_check_gpu_buffer(const char *fn, const char *arg, const void *p, size_t bytes,
                                       int comm_dev)
 {

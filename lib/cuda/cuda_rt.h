@@ -78,6 +78,9 @@ const char *mpccl_mem_kind_name(int kind);
  * owning device ordinal for DEVICE / OTHER_DEVICE, else -1. */
 mpccl_status_t mpccl_mem_kind(const void *p, int comm_dev, int *kind);
 mpccl_status_t mpccl_mem_kind_dev(const void *p, int comm_dev, int *kind, int *dev_out);
+/* 1 when p is device memory (not managed), with the allocation holding it
+ * (base, size) and its buffer id, from the same cache; 0 otherwise. */
+int mpccl_mem_device_range(const void *p, uint64_t *base, uint64_t *size, uint64_t *id);
 
 /* MPCCL_ERR_ARG unless [p, p+bytes) is memory the communicator's device can use
  * (its device memory, managed, or pinned host memory, within one allocation).

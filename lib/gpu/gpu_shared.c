@@ -37,35 +37,12 @@
 
 /* ---- memory identity ---------------------------------------------------------------- */
 
-static int alloc_of(const void *p, uint64_t *base, uint64_t *size, uint64_t *id)
-{
-    const mpccl_cu_fns_t *cu;
-    if (mpccl_cu_get(&cu) != MPCCL_OK) return 0;
-    unsigned int memtype = 0, managed = 0;
-    CUdeviceptr start = 0;
-    size_t sz = 0;
-    unsigned long long bid = 0;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-                                   CU_POINTER_ATTRIBUTE_BUFFER_ID};
-    void *data[] = {&memtype, &managed, &start, &sz, &bid};
-    if (cu->cuPointerGetAttributes(5, attrs, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    if (managed || memtype != CU_MEMORYTYPE_DEVICE || sz == 0) return 0;
-    *base = (uint64_t)start;
-    *size = sz;
-    *id = bid;
-    return 1;
-}
-
 /* The description of the allocation holding p, exported once per allocation
  * (a follower's side).  0: CUDA IPC cannot share it. */
 int mpccl_shr_export_ref(mpccl_gpu_shared_t *sh, const void *p, buf_ref_t *ref)
 {
     uint64_t base, size, id;
-    if (!alloc_of(p, &base, &size, &id)) return 0;
+    if (!mpccl_mem_device_range(p, &base, &size, &id)) return 0;
     cache_ent_t *victim = &sh->exports[0];
     sh->tick++;
     for (int i = 0; i < SHR_CACHE; i++) {
