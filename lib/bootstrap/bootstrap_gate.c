@@ -212,9 +212,15 @@ int mpccl_gate_next(mpccl_gate_t *g, int64_t deadline_ms, int *fd, void *body)
     for (;;) {
         int64_t now = mpccl_socket_now_ms();
         int64_t wake = deadline_ms;
-        for (int i = g->npending - 1; i >= 0; i--)
-            if (now >= g->pending[i].deadline_ms)
-                drop(g, i, g->pending[i].got ? "too slow to answer" : "silent");
+        /* An answer that arrived while this process was not running (a loaded
+         * machine) still counts: read before dropping. */
+        for (int i = g->npending - 1; i >= 0 && !got; i--)
+            if (now >= g->pending[i].deadline_ms) {
+                int r = read_answer(g, i, fd, body);
+                if (r == 1) got = 1;
+                else if (r == 0) drop(g, i, g->pending[i].got ? "too slow to answer" : "silent");
+            }
+        if (got) break;
         for (int i = 0; i < g->npending; i++)
             if (g->pending[i].deadline_ms < wake) wake = g->pending[i].deadline_ms;
         int listening = now >= g->accept_pause_until_ms;
