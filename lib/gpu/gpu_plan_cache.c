@@ -86,6 +86,26 @@ static mpccl_status_t count_pieces(ncclComm_t comm, const mpccl_gpu_state_t *s, 
     return mpccl_gpu_plan_pieces(&e->sched, es, &cut, s->g->links_host, comm->nranks, &e->gp.due, &e->gp.ndue);
 }
 
+/* A plan whose schedule was built (st says whether it was): uploaded for
+ * the kernels and counted for the proxy, then kept; on any failure freed.
+ * es: bytes per element of the schedule's counts. */
+static mpccl_status_t finish_plan(ncclComm_t comm, mpccl_gpu_state_t *s, plan_entry_t *e, mpccl_status_t st,
+                                  mpccl_inout_t io, int64_t in_off, uint32_t es, plan_entry_t **out)
+{
+    if (st == MPCCL_OK) {
+        st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, io, in_off, &e->gp);
+        if (st == MPCCL_OK && (st = count_pieces(comm, s, e, es)) != MPCCL_OK) mpccl_gpu_plan_free(&e->gp);
+        if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
+    }
+    if (st != MPCCL_OK) {
+        free(e);
+        return st;
+    }
+    keep_plan(comm, s, e);
+    *out = e;
+    return MPCCL_OK;
+}
+
 mpccl_status_t mpccl_gpu_plan_lookup(ncclComm_t comm, mpccl_gpu_state_t *s, const mpccl_coll_desc_t *d,
                                      plan_entry_t **out)
 {
@@ -115,23 +135,11 @@ mpccl_status_t mpccl_gpu_plan_lookup(ncclComm_t comm, mpccl_gpu_state_t *s, cons
         uint64_t fill = (uint64_t)s->g->nslots * s->g->slot_bytes;
         if (params.chunk_bytes < fill) params.chunk_bytes = fill;
     }
-    mpccl_status_t st = mpccl_plan(&comm->topo, d, &params, &e->sched);
-    if (st == MPCCL_OK) {
-        mpccl_inout_t io;
-        int64_t in_off;
-        inout_of(d, comm->rank, &io, &in_off);
-        st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, io, in_off, &e->gp);
-        if (st == MPCCL_OK && (st = count_pieces(comm, s, e, (uint32_t)mpccl_dtype_size(d->dt))) != MPCCL_OK)
-            mpccl_gpu_plan_free(&e->gp);
-        if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
-    }
-    if (st != MPCCL_OK) {
-        free(e);
-        return st;
-    }
-    keep_plan(comm, s, e);
-    *out = e;
-    return MPCCL_OK;
+    mpccl_inout_t io;
+    int64_t in_off;
+    inout_of(d, comm->rank, &io, &in_off);
+    return finish_plan(comm, s, e, mpccl_plan(&comm->topo, d, &params, &e->sched), io, in_off,
+                       (uint32_t)mpccl_dtype_size(d->dt), out);
 }
 
 /* ---- grouped point-to-point ---- */
@@ -188,19 +196,7 @@ mpccl_status_t mpccl_gpu_plan_lookup_p2p(ncclComm_t comm, mpccl_gpu_state_t *s, 
         }
         st = mpccl_build_finish(&bld);
     }
-    if (st == MPCCL_OK) {
-        st = mpccl_gpu_plan_upload_io(&e->sched, s->g->nctas, MPCCL_ENGINE_MAX_WINDOW, MPCCL_INOUT_UNKNOWN, 0, &e->gp);
-        if (st == MPCCL_OK && (st = count_pieces(comm, s, e, 1)) != MPCCL_OK) /* grouped p2p plans count bytes */
-            mpccl_gpu_plan_free(&e->gp);
-        if (st != MPCCL_OK) mpccl_sched_free(&e->sched);
-    }
-    if (st != MPCCL_OK) {
-        free(e);
-        return st;
-    }
-    keep_plan(comm, s, e);
-    *out = e;
-    return MPCCL_OK;
+    return finish_plan(comm, s, e, st, MPCCL_INOUT_UNKNOWN, 0, 1, out); /* grouped p2p plans count bytes */
 }
 
 void mpccl_gpu_plans_free(mpccl_gpu_state_t *s)

@@ -2,10 +2,17 @@
 #define _GNU_SOURCE
 #include "p2p_harness.h"
 
-int use_gpu, mixed, quick, verbose, failures, world_rank, skipped, ntests;
-unsigned long long seed = 20261121ULL;
+int mixed, quick, verbose, skipped, ntests;
 
 test_state_t T = {MPI_COMM_NULL, "-", "setup", 0, 1, 0, 0, 0, 0, 0};
+
+/* Failure lines name the test and its communicator (fail_context). */
+const char *p2p_fail_context(void)
+{
+    static char ctx[160];
+    snprintf(ctx, sizeof(ctx), "%s, %s", T.name, T.cname);
+    return ctx;
+}
 
 /* ---- watchdog ---- */
 char watch_msg[320];
@@ -19,58 +26,6 @@ void on_alarm(int sig)
     (void)w;
     _exit(124);
 }
-
-/* ---- buffers: host or device, filled and read through host copies ---- */
-void *dbuf(size_t bytes, int dev)
-{
-    void *p = NULL;
-    if (bytes == 0) bytes = 1;
-#ifdef HAVE_CUDA_RT
-    if (dev) {
-        if (cudaMalloc(&p, bytes) != cudaSuccess) p = NULL;
-    } else
-#endif
-        p = malloc(bytes);
-    if (p == NULL) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return p;
-}
-
-void dfree(void *p, int dev)
-{
-#ifdef HAVE_CUDA_RT
-    if (dev) {
-        cudaFree(p);
-        return;
-    }
-#endif
-    free(p);
-}
-
-void put(void *d, const void *h, size_t bytes, int dev)
-{
-#ifdef HAVE_CUDA_RT
-    if (dev) {
-        if (bytes && cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess) FAIL("cudaMemcpy to the device");
-        return;
-    }
-#endif
-    memcpy(d, h, bytes);
-}
-
-void get(void *h, const void *d, size_t bytes, int dev)
-{
-#ifdef HAVE_CUDA_RT
-    if (dev) {
-        if (bytes && cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) FAIL("cudaMemcpy from the device");
-        return;
-    }
-#endif
-    memcpy(h, d, bytes);
-}
-
 
 buf_t balloc(size_t bytes, int dev)
 {
@@ -90,19 +45,6 @@ void bfree(buf_t *b)
 }
 
 /* ---- deterministic data ---- */
-uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-uint64_t h4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
-{
-    return mix(seed ^ mix(a ^ mix(b ^ mix(c ^ mix(d)))));
-}
-
 /* The contents of message idx from src to dst in the current test: different
  * for every message, so a message delivered to the wrong receive shows. */
 uint64_t key(int src, int dst, int idx)

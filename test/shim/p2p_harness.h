@@ -1,12 +1,10 @@
-/* The harness of test_shim_p2p (test_shim_p2p.c): the test in progress,
- * failure reports, buffers on the host or the device, deterministic message
- * contents, datatypes with holes, status and data checks, the watchdog, and
+/* The harness of test_shim_p2p (test_shim_p2p.c), over shim_testlib.h: the
+ * test in progress, host buffers mirroring the tested ones, message contents, datatypes with holes, status and data checks, the watchdog, and
  * nonblocking message slots.  The tests are in test_shim_p2p.c and
  * p2p_requests.c. */
 #ifndef TEST_SHIM_P2P_HARNESS_H
 #define TEST_SHIM_P2P_HARNESS_H
 #include <dlfcn.h>
-#include <mpi.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -16,16 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* MPCCL_NO_CUDA: built without CUDA even where CUDA headers exist. */
-#if defined(__has_include) && !defined(MPCCL_NO_CUDA)
-#if __has_include(<cuda_runtime.h>)
-#include <cuda_runtime.h>
-#define HAVE_CUDA_RT 1
-#endif
-#endif
+#include "shim_testlib.h"
 
-extern int use_gpu, mixed, quick, verbose, failures, world_rank, skipped, ntests;
-extern unsigned long long seed;
+extern int mixed, quick, verbose, skipped, ntests;
 extern char watch_msg[320];
 extern unsigned watch_s; /* MPCCL_P2P_TEST_TIMEOUT */
 
@@ -40,20 +31,6 @@ typedef struct {
 } test_state_t;
 extern test_state_t T;
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        if (failures++ < 30) {                                                                 \
-            fprintf(stderr, "[rank %d] FAIL %s:%d [%s, %s]: ", world_rank, __FILE__, __LINE__, \
-                    T.name, T.cname);                                                          \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-        }                                                                                      \
-    } while (0)
-#define MPI_OK(call)                                                                           \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ != MPI_SUCCESS) FAIL("%s returned %d", #call, rc_);                            \
-    } while (0)
 /* A state the test cannot go on from (a message from a rank that sent none):
  * carrying on would only hang on messages that never come. */
 #define FATAL(...)                                                                             \
@@ -101,14 +78,9 @@ enum { S_NULL, S_SEND, S_RECV };
 
 /* p2p_harness.c */
 void on_alarm(int sig);
-void *dbuf(size_t bytes, int dev);
-void dfree(void *p, int dev);
-void put(void *d, const void *h, size_t bytes, int dev);
-void get(void *h, const void *d, size_t bytes, int dev);
+const char *p2p_fail_context(void);
 buf_t balloc(size_t bytes, int dev);
 void bfree(buf_t *b);
-uint64_t mix(uint64_t x);
-uint64_t h4(uint64_t a, uint64_t b, uint64_t c, uint64_t d);
 uint64_t key(int src, int dst, int idx);
 void gen(unsigned char *h, size_t bytes, uint64_t k);
 buf_t sbuf_new(size_t bytes, uint64_t k);

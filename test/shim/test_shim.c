@@ -18,101 +18,14 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* MPCCL_NO_CUDA: built without CUDA even where CUDA headers exist. */
-#if defined(__has_include) && !defined(MPCCL_NO_CUDA)
-#if __has_include(<cuda_runtime.h>)
-#include <cuda_runtime.h>
-#define HAVE_CUDA_RT 1
-#endif
-#endif
+#include "shim_testlib.h"
 
-static int use_gpu, quick, failures, world_rank;
-static unsigned long long seed = 20261121ULL;
-
-#define FAIL(...)                                                                 \
-    do {                                                                          \
-        if (failures++ < 20) {                                                    \
-            fprintf(stderr, "[rank %d] FAIL %s:%d: ", world_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                         \
-            fputc('\n', stderr);                                                  \
-        }                                                                         \
-    } while (0)
-#define MPI_OK(call)                                                              \
-    do {                                                                          \
-        int rc_ = (call);                                                         \
-        if (rc_ != MPI_SUCCESS) FAIL("%s returned %d", #call, rc_);               \
-    } while (0)
-
-/* ---- buffers: host or device, filled and read through host copies ---- */
-static void *dbuf(size_t bytes)
-{
-    void *p = NULL;
-    if (bytes == 0) bytes = 1;
-#ifdef HAVE_CUDA_RT
-    if (use_gpu) {
-        if (cudaMalloc(&p, bytes) != cudaSuccess) p = NULL;
-    } else
-#endif
-        p = malloc(bytes);
-    if (p == NULL) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return p;
-}
-
-static void dfree(void *p)
-{
-#ifdef HAVE_CUDA_RT
-    if (use_gpu) {
-        cudaFree(p);
-        return;
-    }
-#endif
-    free(p);
-}
-
-static void put(void *d, const void *h, size_t bytes)
-{
-#ifdef HAVE_CUDA_RT
-    if (use_gpu) {
-        cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
-        return;
-    }
-#endif
-    memcpy(d, h, bytes);
-}
-
-static void get(void *h, const void *d, size_t bytes)
-{
-#ifdef HAVE_CUDA_RT
-    if (use_gpu) {
-        cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost);
-        return;
-    }
-#endif
-    memcpy(h, d, bytes);
-}
-
-/* ---- deterministic data ---- */
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static uint64_t h4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
-{
-    return mix(seed ^ mix(a ^ mix(b ^ mix(c ^ mix(d)))));
-}
+static int quick;
 
 /* ---- reduction types ---- */
 enum { K_S, K_U, K_F };
@@ -256,15 +169,15 @@ static void check_reduction(MPI_Comm comm, red_t kind, const tdesc_t *t, int op,
     mine = scattering ? (size_t)counts[me] : (size_t)count;
     size_t es = (size_t)t->size, out_n = (inplace && scattering) ? total : mine;
     char *hin = malloc(in_n * es + 1), *hout = malloc(out_n * es + 1), *want = malloc(mine * es + 1);
-    void *din = dbuf(in_n * es), *dout = dbuf(out_n * es);
+    void *din = dbuf(in_n * es, use_gpu), *dout = dbuf(out_n * es, use_gpu);
     fill(hin, in_n, 0, me, salt, t, op);
     memset(hout, 0x5a, out_n * es);
-    put(inplace ? dout : din, hin, in_n * es);
-    if (!inplace) put(dout, hout, out_n * es);
+    put(inplace ? dout : din, hin, in_n * es, use_gpu);
+    if (!inplace) put(dout, hout, out_n * es, use_gpu);
     const void *sb = inplace ? MPI_IN_PLACE : din;
     int rooted = kind == R_REDUCE || kind == R_IREDUCE, is_root = !rooted || me == root;
     MPI_Request req;
-    if (rooted && inplace && !is_root) sb = din, put(din, hin, in_n * es); /* only the root may be in place */
+    if (rooted && inplace && !is_root) sb = din, put(din, hin, in_n * es, use_gpu); /* only the root may be in place */
     switch (kind) {
     case R_ALLREDUCE: MPI_OK(MPI_Allreduce(sb, dout, count, t->dt, ops[op].op, comm)); break;
     case R_IALLREDUCE:
@@ -288,7 +201,7 @@ static void check_reduction(MPI_Comm comm, red_t kind, const tdesc_t *t, int op,
     case R_RS: MPI_OK(MPI_Reduce_scatter(sb, dout, counts, t->dt, ops[op].op, comm)); break;
     }
     if (is_root) {
-        get(hout, dout, mine * es);
+        get(hout, dout, mine * es, use_gpu);
         for (size_t i = 0; i < mine; i++) expect(want, i, (scattering ? before : 0) + i, n, salt, t, op);
         for (size_t i = 0; i < mine; i++)
             if (memcmp(hout + i * es, want + i * es, es)) {
@@ -297,7 +210,7 @@ static void check_reduction(MPI_Comm comm, red_t kind, const tdesc_t *t, int op,
                 break;
             }
     }
-    dfree(din), dfree(dout);
+    dfree(din, use_gpu), dfree(dout, use_gpu);
     free(hin), free(hout), free(want), free(counts);
 }
 
@@ -324,7 +237,7 @@ static void check_move(MPI_Comm comm, mv_t call, MPI_Datatype st, int scount, MP
     size_t nn = (size_t)n, sbytes = (kind == M_ALLTOALL || kind == M_SCATTER) ? bytes * nn : bytes;
     size_t rbytes = (kind == M_BCAST || kind == M_IBCAST || kind == M_SCATTER) ? bytes : bytes * nn;
     unsigned char *hs = malloc(sbytes + 1), *hr = malloc(rbytes + 1);
-    void *ds = dbuf(sbytes), *dr = dbuf(rbytes);
+    void *ds = dbuf(sbytes, use_gpu), *dr = dbuf(rbytes, use_gpu);
     /* block j of a sender holds pat(sender, j * bytes + k): alltoall sends block j to rank j */
     for (size_t k = 0; k < sbytes; k++) hs[k] = pat(me, k, salt);
     memset(hr, 0xee, rbytes);
@@ -336,8 +249,8 @@ static void check_move(MPI_Comm comm, mv_t call, MPI_Datatype st, int scount, MP
             memcpy(hr + (size_t)me * bytes, hs, bytes);
         if (kind == M_ALLTOALL) memcpy(hr, hs, rbytes);
     }
-    put(ds, hs, sbytes);
-    put(dr, hr, rbytes);
+    put(ds, hs, sbytes, use_gpu);
+    put(dr, hr, rbytes, use_gpu);
     const void *sb = ds;
     void *rb = dr;
     if (inplace && kind != M_SCATTER && (kind != M_GATHER || me == root)) sb = MPI_IN_PLACE;
@@ -370,7 +283,7 @@ static void check_move(MPI_Comm comm, mv_t call, MPI_Datatype st, int scount, MP
         complete(&req);
         break;
     }
-    get(hr, dr, rbytes);
+    get(hr, dr, rbytes, use_gpu);
     int checked = !(kind == M_GATHER && me != root) && !(kind == M_SCATTER && me == root && inplace);
     for (size_t k = 0; checked && k < rbytes; k++) {
         size_t blk = k / (bytes ? bytes : 1), off = k % (bytes ? bytes : 1);
@@ -387,7 +300,7 @@ static void check_move(MPI_Comm comm, mv_t call, MPI_Datatype st, int scount, MP
             break;
         }
     }
-    dfree(ds), dfree(dr);
+    dfree(ds, use_gpu), dfree(dr, use_gpu);
     free(hs), free(hr);
 }
 
@@ -458,7 +371,7 @@ static void check_vmove(MPI_Comm comm, vk_t kind, MPI_Datatype t, const char *tn
     size_t rel = kind != V_SCATTERV ? vlayout(n, rcs, rds, layout, me, salt + 1, &rshift) : (size_t)rc;
     size_t sbytes = sel * (size_t)es, rbytes = rel * (size_t)es, ues = (size_t)es;
     unsigned char *hs = malloc(sbytes + 1), *hr = malloc(rbytes + 1), *want = malloc(rbytes + 1);
-    char *ds = dbuf(sbytes), *dr = dbuf(rbytes);
+    char *ds = dbuf(sbytes, use_gpu), *dr = dbuf(rbytes, use_gpu);
     memset(hs, 0x11, sbytes);
     memset(hr, 0xee, rbytes);
     /* what we send */
@@ -474,8 +387,8 @@ static void check_vmove(MPI_Comm comm, vk_t kind, MPI_Datatype t, const char *tn
             for (size_t k = 0; k < (size_t)rcs[j] * ues; k++)
                 hr[(size_t)((long)rds[j] + (long)rshift) * ues + k] = vpat(me, j, k, salt);
     memcpy(want, hr, rbytes);
-    put(ds, hs, sbytes);
-    put(dr, hr, rbytes);
+    put(ds, hs, sbytes, use_gpu);
+    put(dr, hr, rbytes, use_gpu);
     const void *sb = ds + sshift * ues;
     void *rb = dr + rshift * ues;
     /* a count-0 buffer may be NULL */
@@ -516,7 +429,7 @@ static void check_vmove(MPI_Comm comm, vk_t kind, MPI_Datatype t, const char *tn
             want[(size_t)((long)rds[j] + (long)rshift) * ues + k] = vpat(j, kind == V_ALLTOALLV ? me : -1, k, salt);
     if (kind == V_SCATTERV && !(inplace && is_root))
         for (size_t k = 0; k < rbytes; k++) want[k] = vpat(root, me, k, salt);
-    get(hr, dr, rbytes);
+    get(hr, dr, rbytes, use_gpu);
     for (size_t k = 0; k < rbytes; k++)
         if (hr[k] != want[k]) {
             FAIL("%s%s %s %s%s root %d on %d ranks: byte %zu of %zu is %02x, expected %02x", nonblocking ? "I" : "",
@@ -524,7 +437,7 @@ static void check_vmove(MPI_Comm comm, vk_t kind, MPI_Datatype t, const char *tn
                  layout_names[layout], inplace ? " in place" : "", root, n, k, rbytes, hr[k], want[k]);
             break;
         }
-    dfree(ds), dfree(dr);
+    dfree(ds, use_gpu), dfree(dr, use_gpu);
     free(hs), free(hr), free(want), free(scs), free(sds), free(rcs), free(rds);
 }
 
@@ -536,11 +449,11 @@ static void check_scan(MPI_Comm comm, int ex, const tdesc_t *t, int op, int coun
     MPI_Comm_size(comm, &n);
     size_t es = (size_t)t->size, bytes = (size_t)count * es;
     char *hin = malloc(bytes + 1), *hout = malloc(bytes + 1), *want = malloc(bytes + 1);
-    void *din = dbuf(bytes), *dout = dbuf(bytes);
+    void *din = dbuf(bytes, use_gpu), *dout = dbuf(bytes, use_gpu);
     fill(hin, (size_t)count, 0, me, salt, t, op);
     memset(hout, 0x5a, bytes);
-    put(inplace ? dout : din, hin, bytes);
-    if (!inplace) put(dout, hout, bytes);
+    put(inplace ? dout : din, hin, bytes, use_gpu);
+    if (!inplace) put(dout, hout, bytes, use_gpu);
     const void *sb = inplace ? MPI_IN_PLACE : din;
     int nonblocking = ex >= 2;
     ex %= 2;
@@ -556,7 +469,7 @@ static void check_scan(MPI_Comm comm, int ex, const tdesc_t *t, int op, int coun
     }
     int upto = ex ? me : me + 1; /* Exscan: rank 0's result is undefined */
     if (upto > 0) {
-        get(hout, dout, bytes);
+        get(hout, dout, bytes, use_gpu);
         for (size_t i = 0; i < (size_t)count; i++) expect(want, i, i, upto, salt, t, op);
         for (size_t i = 0; i < (size_t)count; i++)
             if (memcmp(hout + i * es, want + i * es, es)) {
@@ -565,7 +478,7 @@ static void check_scan(MPI_Comm comm, int ex, const tdesc_t *t, int op, int coun
                 break;
             }
     }
-    dfree(din), dfree(dout);
+    dfree(din, use_gpu), dfree(dout, use_gpu);
     free(hin), free(hout), free(want);
 }
 
@@ -575,13 +488,13 @@ static void check_scan_negzero(MPI_Comm comm)
     int me;
     double h[3] = {-0.0, -0.0, -0.0}, o[3];
     MPI_Comm_rank(comm, &me);
-    double *din = dbuf(sizeof(h)), *dout = dbuf(sizeof(h));
-    put(din, h, sizeof(h));
+    double *din = dbuf(sizeof(h), use_gpu), *dout = dbuf(sizeof(h), use_gpu);
+    put(din, h, sizeof(h), use_gpu);
     for (int ex = 0; ex < 2; ex++) {
-        put(dout, h, sizeof(h));
+        put(dout, h, sizeof(h), use_gpu);
         if (ex) MPI_OK(MPI_Exscan(din, dout, 3, MPI_DOUBLE, MPI_SUM, comm));
         else MPI_OK(MPI_Scan(din, dout, 3, MPI_DOUBLE, MPI_SUM, comm));
-        get(o, dout, sizeof(o));
+        get(o, dout, sizeof(o), use_gpu);
         for (int i = 0; i < 3 && (!ex || me > 0); i++)
             if (o[i] != 0.0 || !signbit(o[i])) {
                 FAIL("%s of -0.0 (double sum): element %d is %g%s", ex ? "Exscan" : "Scan", i, o[i],
@@ -589,7 +502,7 @@ static void check_scan_negzero(MPI_Comm comm)
                 break;
             }
     }
-    dfree(din), dfree(dout);
+    dfree(din, use_gpu), dfree(dout, use_gpu);
 }
 
 /* Bcast of a vector type: MPI's business (staged); the holes must survive. */
@@ -608,16 +521,16 @@ static void check_vector_bcast(MPI_Comm comm, int root)
         want[i] = used ? (int)pat(root, i, salt) : -(int)i - 1;
         h[i] = (me == root || !used) ? want[i] : 77;
     }
-    int *d = dbuf(nint * sizeof(int));
-    put(d, h, nint * sizeof(int));
+    int *d = dbuf(nint * sizeof(int), use_gpu);
+    put(d, h, nint * sizeof(int), use_gpu);
     MPI_OK(MPI_Bcast(d, cnt, vec, root, comm));
-    get(h, d, nint * sizeof(int));
+    get(h, d, nint * sizeof(int), use_gpu);
     for (size_t i = 0; i < nint; i++)
         if (h[i] != want[i]) {
             FAIL("Bcast vector type root %d on %d ranks: int %zu is %d, expected %d", root, n, i, h[i], want[i]);
             break;
         }
-    dfree(d);
+    dfree(d, use_gpu);
     free(h), free(want);
     MPI_Type_free(&vec);
 }
@@ -771,18 +684,10 @@ int main(int argc, char **argv)
             return 99;
         }
     }
-    if (getenv("MPCCL_TEST_SEED")) seed = strtoull(getenv("MPCCL_TEST_SEED"), NULL, 0);
-    if (use_gpu) {
-        int ndev = 0;
-#ifdef HAVE_CUDA_RT
-        if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-        if (ndev > 0) cudaSetDevice(world_rank % ndev);
-#endif
-        if (ndev == 0) {
-            if (world_rank == 0) printf("SKIP: --gpu needs a CUDA build and a GPU\n");
-            MPI_Finalize();
-            return 77;
-        }
+    int setup = shim_test_setup();
+    if (setup) {
+        MPI_Finalize();
+        return setup;
     }
     init_types();
     if (world_rank == 0)

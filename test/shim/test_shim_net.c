@@ -12,7 +12,6 @@
  * hung run, naming the test. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <mpi.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,23 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
-static int me, np, failures;
+#include "shim_testlib.h"
+
+static int me, np;
 static const char *test = "setup";
 static char watch_msg[200];
 
-#define FAIL(...)                                                                      \
-    do {                                                                               \
-        if (failures++ < 20) {                                                         \
-            fprintf(stderr, "[rank %d] FAIL %s:%d [%s]: ", me, __FILE__, __LINE__, test); \
-            fprintf(stderr, __VA_ARGS__);                                              \
-            fputc('\n', stderr);                                                       \
-        }                                                                              \
-    } while (0)
-#define MPI_OK(call)                                                                   \
-    do {                                                                               \
-        int rc_ = (call);                                                              \
-        if (rc_ != MPI_SUCCESS) FAIL("%s returned %d", #call, rc_);                    \
-    } while (0)
+static const char *current_test(void) { return test; }
 
 static void on_alarm(int sig)
 {
@@ -201,6 +190,8 @@ int main(int argc, char **argv)
     unsigned limit = 120;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    world_rank = me;
+    fail_context = current_test;
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--expect") && i + 1 < argc) expect = argv[++i];

@@ -710,20 +710,13 @@ int main(int argc, char **argv)
             return 99;
         }
     }
-    if (getenv("MPCCL_TEST_SEED")) seed = strtoull(getenv("MPCCL_TEST_SEED"), NULL, 0);
     if (getenv("MPCCL_P2P_TEST_TIMEOUT")) watch_s = (unsigned)strtoul(getenv("MPCCL_P2P_TEST_TIMEOUT"), NULL, 0);
     signal(SIGALRM, on_alarm);
-    if (use_gpu) {
-        int ndev = 0;
-#ifdef HAVE_CUDA_RT
-        if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-        if (ndev > 0) cudaSetDevice(world_rank % ndev);
-#endif
-        if (ndev == 0) {
-            if (world_rank == 0) printf("SKIP: --gpu needs a CUDA build and a GPU\n");
-            MPI_Finalize();
-            return 77;
-        }
+    fail_context = p2p_fail_context;
+    int setup = shim_test_setup();
+    if (setup) {
+        MPI_Finalize();
+        return setup;
     }
     init_types();
     /* informational: whether this run goes through the shim at all */
