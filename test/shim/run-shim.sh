@@ -25,30 +25,10 @@
 # Environment: top_builddir, top_srcdir, MPIRUN (as in make check).
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
-shim=$(cd "$top_builddir" && pwd)/.libs/libmpccl_shim.so
+. "$top_srcdir/test/shim/shim-env.sh"
 prog=$top_builddir/test/shim/test_shim
 p2p=$top_builddir/test/shim/test_shim_p2p
-mpirun=${MPIRUN:-$(command -v mpirun 2>/dev/null)}
-# A --enable-sanitizers build: the options, and the ASan runtime to preload
-# ahead of the shim (test_shim itself is not instrumented).
-[ -z "${MPCCL_TEST_SANITIZER_ENV:-}" ] && [ -f "$top_builddir/test/sanitizers/env.sh" ] &&
-    . "$top_builddir/test/sanitizers/env.sh"
-preload=$shim
-[ -n "${MPCCL_TEST_ASAN_PRELOAD:-}" ] && preload=$MPCCL_TEST_ASAN_PRELOAD:$shim
-[ -n "${MPCCL_TEST_ASAN_MPI_OPTIONS:-}" ] && ASAN_OPTIONS=$ASAN_OPTIONS:$MPCCL_TEST_ASAN_MPI_OPTIONS
-if [ -z "$mpirun" ] || ! "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
-    echo "SKIP: needs Open MPI's mpirun (-x forwarding); set MPIRUN"
-    exit 77
-fi
-[ -f "$shim" ] || { echo "$0: $shim not built" >&2; exit 99; }
-[ -x "$prog" ] || { echo "$0: $prog not built" >&2; exit 99; }
-[ -x "$p2p" ] || { echo "$0: $p2p not built" >&2; exit 99; }
-[ -x "$top_builddir/test/shim/test_shim_net" ] || { echo "$0: test_shim_net not built" >&2; exit 99; }
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-# oversubscribed ranks must yield, or polling ranks starve each other
-OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
-export OMPI_MCA_mpi_yield_when_idle
+need_built "$prog" "$p2p" "$top_builddir/test/shim/test_shim_net"
 limit=${MPCCL_SHIM_TEST_TIMEOUT:-300}
 timeout_cmd=
 command -v timeout >/dev/null 2>&1 && timeout_cmd="timeout -k 10 $limit"

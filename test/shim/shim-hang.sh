@@ -4,22 +4,10 @@
 # (MPCCL_SHIM_HOST=1), fail on every rank within 1 s with MPCCL_CHECK_MODE=1;
 # the message in the log names the MPI rank and the operation.
 top_builddir=${top_builddir:-.}
-shim=$(cd "$top_builddir" && pwd)/.libs/libmpccl_shim.so
+top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
+. "$top_srcdir/test/shim/shim-env.sh"
 prog=$top_builddir/test/shim/test_shim_check
-mpirun=${MPIRUN:-$(command -v mpirun 2>/dev/null)}
-[ -z "${MPCCL_TEST_SANITIZER_ENV:-}" ] && [ -f "$top_builddir/test/sanitizers/env.sh" ] &&
-    . "$top_builddir/test/sanitizers/env.sh"
-preload=$shim
-[ -n "${MPCCL_TEST_ASAN_PRELOAD:-}" ] && preload=$MPCCL_TEST_ASAN_PRELOAD:$shim
-[ -n "${MPCCL_TEST_ASAN_MPI_OPTIONS:-}" ] && ASAN_OPTIONS=$ASAN_OPTIONS:$MPCCL_TEST_ASAN_MPI_OPTIONS
-if [ -z "$mpirun" ] || ! "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
-    echo "SKIP: needs Open MPI's mpirun (-x forwarding); set MPIRUN"
-    exit 77
-fi
-[ -f "$shim" ] || { echo "$0: $shim not built" >&2; exit 99; }
-[ -x "$prog" ] || { echo "$0: $prog not built" >&2; exit 99; }
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_mpi_yield_when_idle
+need_built "$prog"
 log=${TMPDIR:-/tmp}/shim-hang.$$.log
 trap 'rm -f "$log"' EXIT
 status=0
