@@ -297,13 +297,19 @@ START_TEST(silent_connections_delay_nobody)
     ck_assert_int_eq(mpccl_fdpass_offer(0x5150, p[1]), MPCCL_OK);
     pid_t parent = getpid();
     uint32_t tag = mpccl_fdpass_tag();
-    int hold[2];
+    int hold[2], start[2];
     ck_assert_int_eq(pipe(hold), 0);
+    ck_assert_int_eq(pipe(start), 0);
     pid_t kids[2];
+    /* Both are forked before either connects: a fork while the server's
+     * threads allocate could inherit the sanitizers' allocator lock held. */
     for (int k = 0; k < 2; k++) {
         kids[k] = fork_peer(k == 0);
         if (kids[k] == 0) {
             close(hold[1]);
+            close(start[1]);
+            char go;
+            if (read(start[0], &go, 1) != 1) _exit(3);
             char name[64];
             snprintf(name, sizeof(name), "mpccl-fd-%d-%08x", (int)parent, tag);
             for (int i = 0; i < 7; i++) {
@@ -321,6 +327,9 @@ START_TEST(silent_connections_delay_nobody)
         }
     }
     close(hold[0]);
+    close(start[0]);
+    ck_assert_int_eq(write(start[1], "gg", 2), 2);
+    close(start[1]);
     struct timespec settle = {0, 200000000};
     nanosleep(&settle, NULL);
     int64_t t0 = mpccl_socket_now_ms();
