@@ -26,6 +26,7 @@
 #include "cuda/cuda_fdpass.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/shm_map.h"
 #include "core/topo.h"
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
@@ -136,7 +137,6 @@ static mpccl_status_t seg_get(const char *name, size_t bytes, int create, mpccl_
         }
     }
     mpccl_host_seg_t *s = calloc(1, sizeof(*s));
-    int fd = -1;
     if (s == NULL) {
         st = mpccl_fail(MPCCL_ERR_SYSTEM, "host mailbox %s: out of memory", name);
         goto out;
@@ -144,22 +144,10 @@ static mpccl_status_t seg_get(const char *name, size_t bytes, int create, mpccl_
     snprintf(s->name, sizeof(s->name), "%s", name);
     s->bytes = bytes;
     s->host = MAP_FAILED;
-    fd = shm_open(name, O_RDWR | (create ? O_CREAT | O_EXCL : 0), 0600);
-    if (fd < 0) {
-        st = mpccl_fail(MPCCL_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
-        goto out;
-    }
+    void *host = NULL;
+    if ((st = mpccl_shm_map(name, bytes, create, "host mailbox", &host)) != MPCCL_OK) goto out;
+    s->host = host;
     s->creator_unlink = create;
-    if (create && ftruncate(fd, (off_t)bytes) != 0) {
-        st = mpccl_fail(MPCCL_ERR_SYSTEM, "ftruncate(%s, %zu): %s (is /dev/shm large enough?)", name, bytes,
-                        strerror(errno));
-        goto out;
-    }
-    s->host = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (s->host == MAP_FAILED) {
-        st = mpccl_fail(MPCCL_ERR_SYSTEM, "mmap(%s, %zu): %s", name, bytes, strerror(errno));
-        goto out;
-    }
     /* A fresh segment reads as zeros, which is the initial state of every
      * flag and counter in it. */
     cudaError_t ce = cudaHostRegister(s->host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
@@ -184,7 +172,6 @@ static mpccl_status_t seg_get(const char *name, size_t bytes, int create, mpccl_
     segs = s;
     *out = s;
 out:
-    if (fd >= 0) close(fd);
     if (st != MPCCL_OK && s) {
         if (s->creator_unlink) shm_unlink(name);
         free(s);

@@ -27,6 +27,7 @@
 #include "gpu/gpu_launch.h"
 #include "gpu/gpu_shared.h"
 #include "gpu/gpu_shared_impl.h"
+#include "util/shm_map.h"
 #include "gpu/gpu_state.h"
 #include "kernels/engine.h"
 #include "kernels/shared_dev.h"
@@ -190,22 +191,8 @@ static int mps_enabled(int dev)
 
 static mpccl_status_t map_segment(mpccl_gpu_shared_t *sh, const char *name, int create)
 {
-    int fd = shm_open(name, O_RDWR | (create ? O_CREAT | O_EXCL : 0), 0600);
-    if (fd < 0) return mpccl_fail(MPCCL_ERR_SYSTEM, "shared-device path: shm_open(%s): %s", name, strerror(errno));
-    if (create && ftruncate(fd, (off_t)sh->seg_bytes) != 0) {
-        int e = errno;
-        close(fd);
-        shm_unlink(name);
-        return mpccl_fail(MPCCL_ERR_SYSTEM, "shared-device path: ftruncate(%s, %zu): %s", name, sh->seg_bytes,
-                          strerror(e));
-    }
-    void *p = mmap(NULL, sh->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int e = errno;
-    close(fd);
-    if (p == MAP_FAILED) {
-        if (create) shm_unlink(name);
-        return mpccl_fail(MPCCL_ERR_SYSTEM, "shared-device path: mmap(%s): %s", name, strerror(e));
-    }
+    void *p = NULL;
+    MPCCL_CHECK(mpccl_shm_map(name, sh->seg_bytes, create, "shared-device path", &p));
     sh->seg = p;
     return MPCCL_OK;
 }
