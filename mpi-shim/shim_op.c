@@ -141,14 +141,37 @@ int mpccl_shim_ops_active(void)
     return atomic_load(&nactive) > 0;
 }
 
-#define BATCH 64
+/* What one pass of progress tests: every operation's internal request.
+ * Only the thread holding ops_lock uses these (grown, never shrunk).  A pass
+ * must look at every operation: a window of sends waits on the peer's
+ * receives, which wait on ours, so leaving some for later can leave them
+ * forever. */
+static MPI_Request *pass_reqs;
+static MPI_Status *pass_sts;
+static shim_op_t **pass_ops;
+static int *pass_idx, pass_cap;
+
+static int pass_room(int need)
+{
+    if (need <= pass_cap) return 1;
+    int cap = pass_cap ? pass_cap : 64;
+    while (cap < need) cap *= 2;
+    MPI_Request *r = realloc(pass_reqs, (size_t)cap * sizeof(*r));
+    if (r) pass_reqs = r;
+    MPI_Status *st = realloc(pass_sts, (size_t)cap * sizeof(*st));
+    if (st) pass_sts = st;
+    shim_op_t **o = realloc(pass_ops, (size_t)cap * sizeof(*o));
+    if (o) pass_ops = o;
+    int *ix = realloc(pass_idx, (size_t)cap * sizeof(*ix));
+    if (ix) pass_idx = ix;
+    if (!r || !st || !o || !ix) return 0;
+    pass_cap = cap;
+    return 1;
+}
 
 int mpccl_shim_progress(void)
 {
-    MPI_Request reqs[BATCH];
-    MPI_Status sts[BATCH];
-    shim_op_t *ops[BATCH];
-    int idx[BATCH], n = 0, out = 0, finished = 0;
+    int n = 0, out = 0, finished = 0;
     if (atomic_load(&nactive) == 0) return 0;
     /* One thread progresses at a time; the others go on waiting. */
     if (pthread_mutex_trylock(&ops_lock) != 0) return 0;
@@ -169,10 +192,14 @@ int mpccl_shim_progress(void)
             PMPI_Cancel(&op->ireq);
             op->cancellable = 0;
         }
-        if (n == BATCH) continue; /* the rest next time */
-        ops[n] = op;
-        reqs[n++] = op->ireq;
+        if (n == pass_cap && !pass_room(n + 1)) continue; /* out of memory: the rest next time */
+        pass_ops[n] = op;
+        pass_reqs[n++] = op->ireq;
     }
+    MPI_Request *reqs = pass_reqs;
+    MPI_Status *sts = pass_sts;
+    shim_op_t **ops = pass_ops;
+    int *idx = pass_idx;
     for (int i = 0; i < n; i++) sts[i].MPI_ERROR = MPI_SUCCESS; /* set by MPI only on errors */
     int rc = n ? PMPI_Testsome(n, reqs, &out, idx, sts) : MPI_SUCCESS;
     if (n && (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && out != MPI_UNDEFINED) {

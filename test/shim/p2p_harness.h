@@ -101,11 +101,12 @@ void slot_done(slot_t *s, const MPI_Status *st, const char *how);
 void slot_free(slot_t *s);
 
 /* p2p_requests.c: completion calls, persistent requests, cancel,
- * communicator separation, a 1-D halo exchange */
+ * communicator separation, a 1-D halo exchange, a window of messages */
 void test_completion(void);
 void test_persistent(int full);
 void test_cancel(void);
 void test_separation(MPI_Comm a, const char *aname, MPI_Comm b, const char *bname);
 void test_halo(int full);
+void test_window(void);
 
 #endif

@@ -691,6 +691,7 @@ static void suite(MPI_Comm comm, const char *cname, int full)
     test_persistent(full);
     test_cancel();
     test_halo(full);
+    test_window();
 }
 
 int main(int argc, char **argv)
