@@ -416,51 +416,6 @@ START_TEST(socket_processes)
 }
 END_TEST
 
-/* A listener that was not running when a peer's first-bytes deadline passed
- * (a loaded machine) still admits the answer that arrived meanwhile: only a
- * peer that really said nothing in time is dropped. */
-START_TEST(gate_late_listener_admits)
-{
-    mpccl_sockaddr_t lo, bound;
-    memset(&lo, 0, sizeof(lo));
-    lo.in.sin_family = AF_INET;
-    lo.in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int l = -1, c = -1, in = -1;
-    ck_assert_int_eq(mpccl_socket_listen(&lo, &l, &bound), MPCCL_OK);
-    mpccl_gate_key_t key;
-    ck_assert_int_eq(mpccl_random_bytes(key.k, sizeof(key.k)), MPCCL_OK);
-    mpccl_gate_t g;
-    mpccl_ring_hello_t h = {.rank = 3, .reserved = 0}, got;
-    mpccl_gate_init(&g, l, &key, MPCCL_GATE_LABEL_RING, sizeof(h), "test ring listener");
-    int64_t now = mpccl_socket_now_ms();
-    ck_assert_int_eq(mpccl_socket_connect(&bound, now + 5000, now + 5000, &c), 0);
-    /* The listener accepts and challenges; the peer answers. */
-    ck_assert_int_eq(mpccl_gate_next(&g, mpccl_socket_now_ms() + 200, &in, &got), 0);
-    ck_assert_int_eq(g.npending, 1);
-    mpccl_gate_entry_t e;
-    mpccl_gate_entry_init(&e, c, &key, MPCCL_GATE_LABEL_RING, &h, sizeof(h));
-    int refused = 0, closed = 0, r = 0;
-    for (int k = 0; k < 100 && r == 0 && e.phase < 2; k++) {
-        r = mpccl_gate_entry_step(&e, "test peer", &refused, &closed);
-        if (r == 0 && e.phase < 2) usleep(10000);
-    }
-    ck_assert_int_eq(r, 0);
-    ck_assert_int_eq(e.phase, 2); /* answered, waiting for the verdict */
-    usleep((MPCCL_GATE_FIRST_BYTES_MS + 300) * 1000); /* the listener "was not scheduled" */
-    ck_assert_int_eq(mpccl_gate_next(&g, mpccl_socket_now_ms() + 200, &in, &got), 1);
-    ck_assert(mpccl_ring_hello_ok(&got, sizeof(got), 3));
-    for (int k = 0; k < 100 && r == 0; k++) {
-        r = mpccl_gate_entry_step(&e, "test peer", &refused, &closed);
-        if (r == 0) usleep(10000);
-    }
-    ck_assert_int_eq(r, 1);
-    mpccl_gate_close(&g);
-    close(in);
-    close(c);
-    close(l);
-}
-END_TEST
-
 /* A port nothing listens on right now (the kernel picked it as free). */
 static int free_port(int family)
 {
@@ -812,7 +767,6 @@ static Suite *bootstrap_suite(void)
     tcase_add_test(tc, socket_comm_id_ipv4);
     tcase_add_test(tc, socket_comm_id_ipv6);
     tcase_add_test(tc, socket_comm_id_hijack);
-    tcase_add_test(tc, gate_late_listener_admits);
     tcase_add_test(tc, socket_bad_args);
     suite_add_tcase(s, tc);
 

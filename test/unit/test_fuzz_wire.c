@@ -6,8 +6,10 @@
  * mutated inputs (seeded and printed): no crash, no sanitizer report, no
  * hang, and nothing but a valid input is ever accepted.  MPCCL_FUZZ_ITERS
  * sets the count (default 20000; ten times that in a sanitizer build,
- * where the CI runs it). */
+ * where the CI runs it).  Beside the live gate: a listener that was not
+ * scheduled past a peer's deadline still admits the answer that arrived. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
@@ -26,6 +28,7 @@
 #include "core/shrink_door.h"
 #include "cuda/cuda_fdpass.h"
 #include "ucx/ucx_address_check.h"
+#include "util/keyed_hash.h"
 #include "util/stranger_log.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -329,6 +332,51 @@ START_TEST(gate_live)
 }
 END_TEST
 
+/* A listener that was not running when a peer's first-bytes deadline passed
+ * (a loaded machine) still admits the answer that arrived meanwhile: only a
+ * peer that really said nothing in time is dropped. */
+START_TEST(gate_late_listener_admits)
+{
+    mpccl_sockaddr_t lo, bound;
+    memset(&lo, 0, sizeof(lo));
+    lo.in.sin_family = AF_INET;
+    lo.in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int l = -1, c = -1, in = -1;
+    ck_assert_int_eq(mpccl_socket_listen(&lo, &l, &bound), MPCCL_OK);
+    mpccl_gate_key_t key;
+    ck_assert_int_eq(mpccl_random_bytes(key.k, sizeof(key.k)), MPCCL_OK);
+    mpccl_gate_t g;
+    mpccl_ring_hello_t h = {.rank = 3, .reserved = 0}, got;
+    mpccl_gate_init(&g, l, &key, MPCCL_GATE_LABEL_RING, sizeof(h), "test ring listener");
+    int64_t now = mpccl_socket_now_ms();
+    ck_assert_int_eq(mpccl_socket_connect(&bound, now + 5000, now + 5000, &c), 0);
+    /* The listener accepts and challenges; the peer answers. */
+    ck_assert_int_eq(mpccl_gate_next(&g, mpccl_socket_now_ms() + 200, &in, &got), 0);
+    ck_assert_int_eq(g.npending, 1);
+    mpccl_gate_entry_t e;
+    mpccl_gate_entry_init(&e, c, &key, MPCCL_GATE_LABEL_RING, &h, sizeof(h));
+    int refused = 0, closed = 0, r = 0;
+    for (int k = 0; k < 100 && r == 0 && e.phase < 2; k++) {
+        r = mpccl_gate_entry_step(&e, "test peer", &refused, &closed);
+        if (r == 0 && e.phase < 2) usleep(10000);
+    }
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(e.phase, 2); /* answered, waiting for the verdict */
+    usleep((MPCCL_GATE_FIRST_BYTES_MS + 300) * 1000); /* the listener "was not scheduled" */
+    ck_assert_int_eq(mpccl_gate_next(&g, mpccl_socket_now_ms() + 200, &in, &got), 1);
+    ck_assert(mpccl_ring_hello_ok(&got, sizeof(got), 3));
+    for (int k = 0; k < 100 && r == 0; k++) {
+        r = mpccl_gate_entry_step(&e, "test peer", &refused, &closed);
+        if (r == 0) usleep(10000);
+    }
+    ck_assert_int_eq(r, 1);
+    mpccl_gate_close(&g);
+    close(in);
+    close(c);
+    close(l);
+}
+END_TEST
+
 static void *serve_fd_once(void *p)
 {
     int c = (int)(intptr_t)p;
@@ -394,6 +442,7 @@ int main(void)
     tcase_add_test(tc, door_message);
     tcase_add_test(tc, revoke_and_ucx_address);
     tcase_add_test(tc, gate_live);
+    tcase_add_test(tc, gate_late_listener_admits);
     tcase_add_test(tc, fd_server_request);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
